@@ -1,0 +1,25 @@
+# sandbox-supervisor as a sandbox container's entrypoint.
+#
+#   docker run -e SUPERVISOR_TOKEN=... -p 7000:7000 IMAGE
+#
+# Controllers connect on the Unix socket inside the container, or on TCP port 7000 from
+# outside (a token is required there). Port 3000 is kept free for the HTTP/WebSocket front.
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /opt/sandbox-supervisor
+COPY pyproject.toml README.md constraints.txt ./
+COPY protocol ./protocol
+COPY supervisor ./supervisor
+RUN pip install --no-cache-dir -c constraints.txt . \
+    && mkdir -p /workspace
+
+WORKDIR /workspace
+EXPOSE 7000 3000
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+    CMD ["supervisor", "ping", "--connect", "unix:/run/sandbox-supervisor.sock"]
+ENTRYPOINT ["supervisor", "serve", "--listen", "unix:/run/sandbox-supervisor.sock", "--listen", "tcp:0.0.0.0:7000"]

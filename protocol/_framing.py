@@ -1,0 +1,95 @@
+"""Length-prefixed msgpack frames for stream transports.
+
+A frame is a 4-byte big-endian unsigned length N, then N bytes holding one msgpack map.
+Message-oriented transports (WebSocket) skip the prefix and use `pack_message` /
+`unpack_message` directly.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+import msgpack
+
+from ._errors import ErrorCode, ProtocolViolation
+
+_HEADER = struct.Struct(">I")
+HEADER_SIZE = _HEADER.size
+DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+
+
+def _refuse_ext(code: int, data: bytes) -> object:
+    raise ValueError(f"msgpack extension type {code} is not allowed")
+
+
+def pack_message(message: Mapping[str, Any]) -> bytes:
+    """One message as msgpack bytes (bytes as bin, text as str; no extension types)."""
+    packed: bytes = msgpack.packb(message, use_bin_type=True)
+    return packed
+
+
+def unpack_message(body: bytes | bytearray | memoryview) -> dict[str, Any]:
+    """Decode one message body; anything but a msgpack map with string keys is INVALID_FRAME."""
+    try:
+        message = msgpack.unpackb(body, raw=False, ext_hook=_refuse_ext, strict_map_key=True)
+    except Exception as exc:  # msgpack raises a zoo of types for bad input; all mean the same
+        raise ProtocolViolation(
+            ErrorCode.INVALID_FRAME, f"frame is not valid msgpack: {exc}"
+        ) from None
+    if not isinstance(message, dict):
+        raise ProtocolViolation(
+            ErrorCode.INVALID_FRAME, f"frame holds a {type(message).__name__}, not a map"
+        )
+    if not all(isinstance(key, str) for key in message):
+        raise ProtocolViolation(ErrorCode.INVALID_FRAME, "frame map keys must be strings")
+    return message
+
+
+def encode_frame(message: Mapping[str, Any]) -> bytes:
+    body = pack_message(message)
+    return _HEADER.pack(len(body)) + body
+
+
+class FrameDecoder:
+    """Bytes in (any split), messages out.
+
+    A length prefix above `max_frame` raises FRAME_TOO_LARGE as soon as the 4 header bytes are
+    in, so the body is never buffered.
+    """
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.max_frame = max_frame
+        self._buffer = bytearray()
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        self._buffer += data
+        self._check_header()
+
+    def _check_header(self) -> None:
+        if len(self._buffer) >= HEADER_SIZE:
+            (length,) = _HEADER.unpack_from(self._buffer)
+            if length > self.max_frame:
+                raise ProtocolViolation(
+                    ErrorCode.FRAME_TOO_LARGE,
+                    f"frame of {length} bytes exceeds max_frame {self.max_frame}",
+                    {"length": length, "max_frame": self.max_frame},
+                )
+
+    def next_message(self) -> dict[str, Any] | None:
+        """The next complete message, or None until more bytes arrive."""
+        if len(self._buffer) < HEADER_SIZE:
+            return None
+        self._check_header()
+        (length,) = _HEADER.unpack_from(self._buffer)
+        end = HEADER_SIZE + length
+        if len(self._buffer) < end:
+            return None
+        body = self._buffer[HEADER_SIZE:end]
+        del self._buffer[:end]
+        return unpack_message(body)

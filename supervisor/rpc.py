@@ -1,0 +1,98 @@
+"""Method dispatch, and the one place where exceptions become error replies.
+
+Handlers are `async def handler(params, call) -> result`. `params` is the method's schema
+dataclass, already validated; `call.send_event()` streams events before the final result.
+Handlers raise `SupervisorError` for failures the client should see; anything else is logged
+with its traceback and answered with a bare INTERNAL_ERROR.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from protocol import ErrorCode, Request, SupervisorError, parse
+
+log = logging.getLogger(__name__)
+
+P = TypeVar("P")
+
+
+class Call:
+    """One request being answered: its id, and a way to stream events to the caller."""
+
+    def __init__(self, request_id: int, send_event: Callable[[dict[str, Any]], Awaitable[None]]):
+        self.id = request_id
+        self._send_event = send_event
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        """Queue one event for the caller; blocks while the connection's send buffer is full."""
+        await self._send_event(event)
+
+
+Handler = Callable[[P, Call], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Method(Generic[P]):
+    name: str
+    params: type[P]
+    handler: Handler[P]
+
+
+@dataclass(frozen=True)
+class NoParams:
+    """For methods that take no parameters (unknown keys are still ignored)."""
+
+
+class Methods:
+    """The method table. Domain modules add their methods; the server dispatches to them."""
+
+    def __init__(self) -> None:
+        self._methods: dict[str, Method[Any]] = {}
+
+    def add(self, name: str, params: type[P], handler: Handler[P]) -> None:
+        if name in self._methods:
+            raise ValueError(f"method {name} is already registered")
+        self._methods[name] = Method(name, params, handler)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._methods)
+
+    @property
+    def namespaces(self) -> list[str]:
+        return sorted({name.partition(".")[0] for name in self._methods})
+
+    async def dispatch(self, request: Request, call: Call) -> Any:
+        method = self._methods.get(request.method)
+        if method is None:
+            raise SupervisorError(
+                ErrorCode.METHOD_NOT_FOUND,
+                f"no method named {request.method!r}",
+                {"method": request.method},
+            )
+        params = parse(method.params, request.params)
+        return await method.handler(params, call)
+
+
+def error_for(exc: BaseException, request: Request) -> SupervisorError:
+    """The error reply for a failed request. Tracebacks go to the log, never to the client."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]  # a handler's own nursery wraps what it raised
+    if isinstance(exc, SupervisorError):
+        return exc
+    log.error("internal error in %s (request %d)", request.method, request.id, exc_info=exc)
+    return SupervisorError(
+        ErrorCode.INTERNAL_ERROR,
+        f"internal error in {request.method}; see the daemon log",
+        {"method": request.method},
+    )
+
+
+def cancelled_error(request: Request, reason: str) -> SupervisorError:
+    code = ErrorCode.SHUTTING_DOWN if reason == "shutdown" else ErrorCode.CANCELLED
+    message = "the daemon is shutting down" if reason == "shutdown" else "request cancelled"
+    return SupervisorError(code, message, {"method": request.method})
