@@ -26,6 +26,16 @@ from ._messages import (
     Welcome,
     parse_message,
 )
+from ._methods import (
+    EnvSetParams,
+    ExecParams,
+    KillParams,
+    LogsParams,
+    OutputParams,
+    ProcessId,
+    WaitExitParams,
+    WaitLogParams,
+)
 from ._schema import invalid, parse
 
 __all__ = [
@@ -38,12 +48,18 @@ __all__ = [
     "Cancel",
     "ClientConnection",
     "Cursor",
+    "EnvSetParams",
     "ErrorCode",
     "ErrorFrame",
     "Event",
+    "ExecParams",
     "FrameDecoder",
     "Hello",
+    "KillParams",
+    "LogsParams",
     "Message",
+    "OutputParams",
+    "ProcessId",
     "ProtocolViolation",
     "Provenance",
     "Request",
@@ -53,6 +69,8 @@ __all__ = [
     "ServerPolicy",
     "State",
     "SupervisorError",
+    "WaitExitParams",
+    "WaitLogParams",
     "Welcome",
     "encode_frame",
     "invalid",

@@ -19,6 +19,7 @@ from . import SERVER_NAME
 from .addresses import Address, default_address, parse_address
 from .client import Client, open_client
 from .daemon import TOKEN_ENV, ConfigError, DaemonConfig, read_token, serve
+from .processes import ProcessSettings
 
 PROG = "supervisor"
 
@@ -52,6 +53,19 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     serve_cmd.add_argument("--max-frame", type=int, default=None, metavar="BYTES")
     serve_cmd.add_argument("--handshake-timeout", type=float, default=10.0, metavar="SECONDS")
+    serve_cmd.add_argument(
+        "--workspace",
+        default="/workspace",
+        metavar="DIR",
+        help="default working directory of processes; created when missing",
+    )
+    serve_cmd.add_argument(
+        "--stop-grace",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="on shutdown, time between SIGTERM and SIGKILL for supervised processes",
+    )
 
     def client_command(name: str, help: str) -> argparse.ArgumentParser:
         cmd = commands.add_parser(name, help=help)
@@ -125,6 +139,8 @@ def _run_serve(args: argparse.Namespace) -> int:
             listen=args.listen,
             token=read_token(args.token_file),
             handshake_timeout=args.handshake_timeout,
+            processes=ProcessSettings(workspace=os.path.abspath(args.workspace)),
+            stop_grace=args.stop_grace,
             **({"max_frame": args.max_frame} if args.max_frame else {}),
         )
         trio.run(serve, config)

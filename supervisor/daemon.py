@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import signal
 from dataclasses import dataclass, field
 
@@ -14,10 +15,15 @@ from protocol import DEFAULT_MAX_FRAME, ServerPolicy
 from . import SERVER_NAME
 from .addresses import Address, TcpAddress, UnixAddress, default_socket_path
 from .listeners import ListenError, Listeners
+from .process_api import SandboxEnvironment
+from .process_api import register as register_processes
+from .processes import ProcessSettings, ProcessTable
+from .reaper import Reaper, become_subreaper
 from .rpc import Methods
 from .runtime import Runtime
 from .runtime import register as register_runtime
 from .server import Server, ServerSettings
+from .spawn import mark_inherited_descriptors_cloexec
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +40,9 @@ class DaemonConfig:
     token: str | None = None
     max_frame: int = DEFAULT_MAX_FRAME
     handshake_timeout: float = 10.0
+    processes: ProcessSettings = field(default_factory=ProcessSettings)
+    #: On shutdown, how long supervised processes get between SIGTERM and SIGKILL.
+    stop_grace: float = 5.0
 
     def listeners(self) -> list[Address]:
         return self.listen or [UnixAddress(default_socket_path())]
@@ -66,17 +75,44 @@ def read_token(token_file: str | None) -> str | None:
     return from_env or None
 
 
+def _prepare_process(config: DaemonConfig) -> None:
+    """Process-wide set-up before anything is spawned."""
+    mark_inherited_descriptors_cloexec()
+    # Each supervised process holds two pipes: 1,000 of them need more than 1,024 fds.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    try:
+        os.makedirs(config.processes.workspace, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create workspace {config.processes.workspace}: {exc.strerror}"
+        ) from None
+    if os.getpid() != 1:
+        if become_subreaper():
+            log.info("not PID 1: became a child subreaper, so orphans are reaped here too")
+        else:
+            log.warning("could not become a child subreaper; orphans will not be reaped")
+
+
 async def serve(
     config: DaemonConfig, *, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Run the daemon until SIGTERM or SIGINT; then shut down cleanly and return.
 
+    Shutdown: stop accepting, answer in-flight requests with SHUTTING_DOWN, SIGTERM every
+    supervised process tree, SIGKILL what is left after `stop_grace`, reap, return.
+
     Cancellation: closes every connection at once and returns.
     """
     config.check()
+    _prepare_process(config)
     identity = Runtime()
+    reaper = Reaper()
+    table = ProcessTable(identity.instance, reaper, config.processes)
     methods = Methods()
     register_runtime(methods, identity)
+    register_processes(methods, table, SandboxEnvironment(dict(os.environ)))
     identity.capabilities = methods.namespaces
 
     listeners = Listeners()
@@ -96,6 +132,8 @@ async def serve(
     try:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
+                await nursery.start(reaper.serve)
+                await nursery.start(table.serve)
                 await nursery.start(server.serve_listeners, listeners.trio_listeners)
                 for address in listeners.bound:
                     log.info("listening on %s", address)
@@ -103,8 +141,10 @@ async def serve(
                 task_status.started(identity)
                 async for signum in signals:
                     log.info("received %s: shutting down", signal.Signals(signum).name)
-                    server.shutdown()
                     break
+                server.shutdown()
+                await table.terminate_all(config.stop_grace)
+                nursery.cancel_scope.cancel()
     finally:
         listeners.remove_socket_files()
     log.info("stopped")

@@ -68,7 +68,7 @@ def launch_daemon(
     args = [sys.executable, "-m", "supervisor", "serve", "--listen", f"unix:{sock}"]
     if tcp:
         args += ["--listen", tcp]
-    args += list(extra)
+    args += ["--workspace", str(workdir / "ws"), *extra]
     proc = subprocess.Popen(
         args,
         stdin=subprocess.DEVNULL,

@@ -1,0 +1,104 @@
+"""Parameter schemas of the daemon's methods: the wire contract for `params`.
+
+Each class is parsed by `protocol.parse`, which names the field of any error; `validate()`
+states the rules that types cannot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ._schema import invalid
+
+MAX_SIGNAL = 64
+
+
+def _positive(value: int | None, name: str, *, zero: bool = False) -> None:
+    if value is not None and (value < 0 or (value == 0 and not zero)):
+        raise invalid(name, "must be " + ("zero or more" if zero else "positive"))
+
+
+@dataclass(frozen=True)
+class ExecParams:
+    argv: list[str]
+    cwd: str | None = None
+    env: dict[str, str | None] = field(default_factory=dict)
+    timeout_ms: int | None = None
+    kill_grace_ms: int = 2000
+    buffer_bytes: int | None = None
+    flow: Literal["drop", "block"] = "drop"
+
+    def validate(self) -> None:
+        if not self.argv:
+            raise invalid("argv", "must hold at least the program")
+        if not self.argv[0]:
+            raise invalid("argv[0]", "the program must be non-empty")
+        for i, arg in enumerate(self.argv):
+            if "\0" in arg:
+                raise invalid(f"argv[{i}]", "must not contain NUL")
+        if self.cwd is not None and "\0" in self.cwd:
+            raise invalid("cwd", "must not contain NUL")
+        _positive(self.timeout_ms, "timeout_ms")
+        _positive(self.kill_grace_ms, "kill_grace_ms", zero=True)
+        _positive(self.buffer_bytes, "buffer_bytes")
+
+
+@dataclass(frozen=True)
+class ProcessId:
+    id: str
+
+
+@dataclass(frozen=True)
+class KillParams:
+    id: str
+    signal: int = 15
+
+    def validate(self) -> None:
+        if not 1 <= self.signal <= MAX_SIGNAL:
+            raise invalid("signal", f"must be a signal number from 1 to {MAX_SIGNAL}")
+
+
+@dataclass(frozen=True)
+class LogsParams:
+    id: str
+    since: str | None = None
+    replay: bool = True
+    follow: bool = False
+
+
+@dataclass(frozen=True)
+class OutputParams:
+    id: str
+    max_bytes: int | None = None
+    timeout_ms: int | None = None
+
+    def validate(self) -> None:
+        _positive(self.max_bytes, "max_bytes", zero=True)
+        _positive(self.timeout_ms, "timeout_ms", zero=True)
+
+
+@dataclass(frozen=True)
+class WaitExitParams:
+    id: str
+    timeout_ms: int | None = None
+
+    def validate(self) -> None:
+        _positive(self.timeout_ms, "timeout_ms", zero=True)
+
+
+@dataclass(frozen=True)
+class WaitLogParams:
+    id: str
+    pattern: str
+    stream: Literal["stdout", "stderr", "both"] = "both"
+    since: str | None = None
+    timeout_ms: int | None = None
+
+    def validate(self) -> None:
+        _positive(self.timeout_ms, "timeout_ms", zero=True)
+
+
+@dataclass(frozen=True)
+class EnvSetParams:
+    vars: dict[str, str | None]

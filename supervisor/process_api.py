@@ -1,0 +1,253 @@
+"""The `process.*` and `env.*` methods: wire params in, process table calls, wire results out."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import trio
+
+from protocol import (
+    Cursor,
+    EnvSetParams,
+    ErrorCode,
+    ExecParams,
+    KillParams,
+    LogsParams,
+    OutputParams,
+    ProcessId,
+    SupervisorError,
+    WaitExitParams,
+    WaitLogParams,
+    invalid,
+)
+
+from .clock import timestamp
+from .processes import Process, ProcessTable
+from .ringlog import Chunk, End, Gap
+from .rpc import Call, Methods, NoParams
+from .spawn import Launch, build_environment, check_environment, resolve_cwd
+
+#: How much recent output per stream `wait_log` keeps to find matches across chunk edges.
+MATCH_WINDOW = 64 * 1024
+
+
+class SandboxEnvironment:
+    """The sandbox-wide environment (`setEnvVars`): held in memory only.
+
+    A launch's environment is the daemon's own (minus its secrets), then these values (a
+    None value removes the name, even one the container set), then the launch's `env`.
+    """
+
+    def __init__(self, base: dict[str, str]) -> None:
+        self.base = dict(base)
+        self.overlay: dict[str, str | None] = {}
+
+    def for_launch(self, launch_env: dict[str, str | None]) -> dict[str, str]:
+        return build_environment(self.base, self.overlay, launch_env)
+
+
+def _event(process: Process, item: Chunk | Gap | End) -> dict[str, Any]:
+    if isinstance(item, Chunk):
+        return {
+            "type": item.stream,
+            "cursor": str(Cursor(process.id, item.end)),
+            "timestamp": timestamp(item.time),
+            "data": item.data,
+        }
+    if isinstance(item, Gap):
+        return {
+            "type": "truncated",
+            "cursor": str(Cursor(process.id, item.position)),
+            "timestamp": timestamp(),
+            "dropped_bytes": item.dropped,
+        }
+    return {
+        **item.completion,
+        "cursor": str(Cursor(process.id, item.position)),
+        "timestamp": process.ended_at or timestamp(),
+    }
+
+
+def _cursor_position(process: Process, since: str) -> int:
+    def bad(reason: str) -> SupervisorError:
+        return SupervisorError(
+            ErrorCode.INVALID_PROCESS_CURSOR,
+            f"invalid cursor for {process.id}: {reason}",
+            {"process_id": process.id, "cursor": since, "reason": reason},
+        )
+
+    cursor = Cursor.parse(since)
+    if cursor is None:
+        raise bad("malformed")
+    if cursor.resource != process.id:
+        raise bad("the cursor belongs to another process")
+    if not process.log.valid_position(cursor.position):
+        raise bad("the cursor is ahead of the log")
+    return cursor.position
+
+
+@contextmanager
+def _wait_deadline(timeout_ms: int | None, process: Process, operation: str) -> Iterator[None]:
+    """The wire's `timeout_ms` as a cancel scope; expiry is PROCESS_WAIT_TIMEOUT and never
+    touches the process."""
+    if timeout_ms is None:
+        yield
+        return
+    with trio.move_on_after(timeout_ms / 1000) as scope:
+        yield
+    if scope.cancelled_caught:
+        raise SupervisorError(
+            ErrorCode.PROCESS_WAIT_TIMEOUT,
+            f"{operation} on {process.id} timed out after {timeout_ms} ms (the process runs on)",
+            {"process_id": process.id, "operation": operation, "timeout": timeout_ms},
+        )
+
+
+def _tail(data: bytearray, limit: int | None) -> tuple[bytes, bool]:
+    if limit is not None and len(data) > limit:
+        return bytes(data[len(data) - limit :]), True
+    return bytes(data), False
+
+
+def _line_around(text: str, start: int, end: int) -> str:
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    return text[line_start : len(text) if line_end == -1 else line_end]
+
+
+def register(
+    methods: Methods,
+    table: ProcessTable,
+    environment: SandboxEnvironment,
+) -> None:
+    settings = table.settings
+
+    async def exec_(params: ExecParams, call: Call) -> dict[str, Any]:
+        check_environment(params.env, ErrorCode.INVALID_PROCESS_ENVIRONMENT)
+        cwd = resolve_cwd(params.cwd, settings.workspace, ErrorCode.INVALID_PROCESS_CWD)
+        buffer_bytes = params.buffer_bytes or settings.buffer_bytes
+        if buffer_bytes > settings.max_buffer_bytes:
+            raise invalid("buffer_bytes", f"must be at most {settings.max_buffer_bytes}")
+        launch = Launch(list(params.argv), cwd, environment.for_launch(params.env))
+        process = table.launch(
+            launch,
+            buffer_bytes=buffer_bytes,
+            block=params.flow == "block",
+            timeout=None if params.timeout_ms is None else params.timeout_ms / 1000,
+            kill_grace=params.kill_grace_ms / 1000,
+        )
+        return process.snapshot()
+
+    async def get(params: ProcessId, call: Call) -> dict[str, Any] | None:
+        process = table.find(params.id)
+        return None if process is None else process.snapshot()
+
+    async def list_(params: NoParams, call: Call) -> list[dict[str, Any]]:
+        return [process.snapshot() for process in table.list()]
+
+    async def kill(params: KillParams, call: Call) -> dict[str, Any]:
+        process = table.require(params.id, "kill")
+        return {"delivered": process.signal_tree(params.signal)}
+
+    async def logs(params: LogsParams, call: Call) -> dict[str, Any]:
+        process = table.require(params.id, "logs")
+        ring = process.log
+        position = 0 if params.since is None else _cursor_position(process, params.since)
+        if not params.replay:
+            position = ring.end  # live output only (and the end, if it has come)
+        last = None
+        with ring.reader(position, follow=params.follow, holding=True) as reader:
+            while (item := await reader.next()) is not None:
+                event = _event(process, item)
+                await call.send_event(event)
+                last = event["cursor"]
+        return {"cursor": last}
+
+    async def output(params: OutputParams, call: Call) -> dict[str, Any]:
+        process = table.require(params.id, "output")
+        with _wait_deadline(params.timeout_ms, process, "output"):
+            await process.finished.wait()
+        streams = {"stdout": bytearray(), "stderr": bytearray()}
+        for chunk in process.log.held():
+            streams[chunk.stream] += chunk.data
+        stdout, cut_out = _tail(streams["stdout"], params.max_bytes)
+        stderr, cut_err = _tail(streams["stderr"], params.max_bytes)
+        exit = process.exit
+        return {
+            "stdout": stdout,
+            "stderr": stderr,
+            "exit_code": None if exit is None else exit.code,
+            "signal": None if exit is None else exit.signal,
+            "timed_out": process.timed_out,
+            "truncated": cut_out or cut_err or process.log.dropped > 0,
+        }
+
+    async def wait_exit(params: WaitExitParams, call: Call) -> dict[str, Any]:
+        process = table.require(params.id, "wait_exit")
+        with _wait_deadline(params.timeout_ms, process, "wait_exit"):
+            await process.finished.wait()
+        if process.exit is None:
+            assert process.error is not None
+            raise SupervisorError(process.error["code"], process.error["message"])
+        return process.exit.to_wire()
+
+    async def wait_log(params: WaitLogParams, call: Call) -> dict[str, Any]:
+        process = table.require(params.id, "wait_log")
+        try:
+            regex = re.compile(params.pattern)
+        except re.error as exc:
+            raise invalid("pattern", f"not a valid regular expression: {exc}") from None
+        wanted = {"stdout", "stderr"} if params.stream == "both" else {params.stream}
+        position = 0 if params.since is None else _cursor_position(process, params.since)
+        windows = {name: bytearray() for name in wanted}
+        with (
+            _wait_deadline(params.timeout_ms, process, "wait_log"),
+            process.log.reader(position, follow=True) as reader,
+        ):
+            while (item := await reader.next()) is not None:
+                if isinstance(item, Gap):
+                    for window in windows.values():
+                        window.clear()  # a match must not straddle lost bytes
+                elif isinstance(item, Chunk) and item.stream in wanted:
+                    window = windows[item.stream]
+                    window += item.data
+                    del window[: max(0, len(window) - MATCH_WINDOW)]
+                    text = window.decode("utf-8", "replace")
+                    match = regex.search(text)
+                    if match is not None:
+                        return {
+                            "stream": item.stream,
+                            "text": _line_around(text, match.start(), match.end()),
+                            "match": match.group(0),
+                            "cursor": str(Cursor(process.id, item.end)),
+                        }
+                elif isinstance(item, End):
+                    exit = None if process.exit is None else process.exit.to_wire()
+                    raise SupervisorError(
+                        ErrorCode.PROCESS_EXITED_BEFORE_LOG,
+                        f"{process.id} exited without output matching {params.pattern!r}",
+                        {"process_id": process.id, "pid": process.pid, "exit": exit},
+                    )
+        raise AssertionError("a following reader ends only at End")  # pragma: no cover
+
+    async def env_set(params: EnvSetParams, call: Call) -> dict[str, Any]:
+        check_environment(params.vars, ErrorCode.INVALID_PROCESS_ENVIRONMENT)
+        environment.overlay.update(params.vars)
+        return {"vars": dict(environment.overlay)}
+
+    async def env_get(params: NoParams, call: Call) -> dict[str, Any]:
+        return {"vars": dict(environment.overlay)}
+
+    methods.add("process.exec", ExecParams, exec_)
+    methods.add("process.get", ProcessId, get)
+    methods.add("process.list", NoParams, list_)
+    methods.add("process.kill", KillParams, kill)
+    methods.add("process.logs", LogsParams, logs)
+    methods.add("process.output", OutputParams, output)
+    methods.add("process.wait_exit", WaitExitParams, wait_exit)
+    methods.add("process.wait_log", WaitLogParams, wait_log)
+    methods.add("env.set", EnvSetParams, env_set)
+    methods.add("env.get", NoParams, env_get)
