@@ -6,6 +6,8 @@ import argparse
 import json
 import logging
 import os
+import shlex
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -17,7 +19,7 @@ from protocol import SupervisorError
 
 from . import SERVER_NAME
 from .addresses import Address, default_address, parse_address
-from .client import Client, open_client
+from .client import Client, EventStream, open_client
 from .daemon import TOKEN_ENV, ConfigError, DaemonConfig, read_token, serve
 from .processes import ProcessSettings
 
@@ -84,7 +86,40 @@ def _build_parser() -> argparse.ArgumentParser:
 
     client_command("ping", "check that the daemon answers")
     client_command("info", "show the daemon's identity and listeners")
+
+    exec_cmd = client_command("exec", "run a program; stream its output; exit with its code")
+    exec_cmd.add_argument("--cwd", metavar="DIR", help="working directory (default: workspace)")
+    exec_cmd.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="repeatable"
+    )
+    exec_cmd.add_argument("--timeout", type=float, metavar="SECONDS", help="remote lifetime")
+    exec_cmd.add_argument("--detach", action="store_true", help="print the id and return")
+    exec_cmd.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- ARGV...")
+
+    client_command("ps", "list processes")
+    logs_cmd = client_command("logs", "print a process's output")
+    logs_cmd.add_argument("id")
+    logs_cmd.add_argument("-f", "--follow", action="store_true")
+    logs_cmd.add_argument("--since", metavar="CURSOR", help="resume after this cursor")
+    kill_cmd = client_command("kill", "signal a process's group")
+    kill_cmd.add_argument("id")
+    kill_cmd.add_argument("-s", "--signal", default="TERM", help="name (TERM) or number (15)")
+    wait_cmd = client_command("wait", "wait for a process; exit with its code")
+    wait_cmd.add_argument("id")
     return parser
+
+
+def signal_number(text: str) -> int:
+    """`TERM`, `SIGTERM`, `term` or `15` -> 15."""
+    if text.isdigit():
+        return int(text)
+    name = text.upper()
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    try:
+        return int(signal.Signals[name])
+    except KeyError:
+        raise SupervisorError("VALIDATION_FAILED", f"unknown signal {text!r}") from None
 
 
 def _client_token(args: argparse.Namespace) -> str | None:
@@ -122,9 +157,101 @@ async def _info(args: argparse.Namespace, client: Client) -> int:
     return 0
 
 
+def _exit_code(exit: dict[str, Any] | None) -> int:
+    return 1 if exit is None else int(exit["code"])
+
+
+async def _write_events(events: EventStream) -> dict[str, Any] | None:
+    """Copy log events to our stdout/stderr byte for byte; return the exit, if it came."""
+    outputs = {"stdout": sys.stdout.buffer, "stderr": sys.stderr.buffer}
+    async for event in events:
+        kind = event["type"]
+        if kind in outputs:
+            outputs[kind].write(event["data"])
+            outputs[kind].flush()
+        elif kind == "truncated":
+            print(f"[{event['dropped_bytes']} bytes of output were lost]", file=sys.stderr)
+        elif kind == "terminal":
+            if event["state"] == "exited":
+                return dict(event["exit"])
+            print(f"process failed: {event['error']['message']}", file=sys.stderr)
+            return None
+    return None
+
+
+async def _exec(args: argparse.Namespace, client: Client) -> int:
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        raise SupervisorError("VALIDATION_FAILED", "nothing to run: supervisor exec -- ARGV...")
+    env: dict[str, str | None] = {}
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise SupervisorError("VALIDATION_FAILED", f"--env {item!r} must be NAME=VALUE")
+        env[name] = value
+    timeout_ms = None if args.timeout is None else max(1, int(args.timeout * 1000))
+    process = await client.process.exec(argv, cwd=args.cwd, env=env, timeout_ms=timeout_ms)
+    if args.detach:
+        print(process["id"])
+        return 0
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_forward_interrupts, client, process["id"])
+        async with client.process.logs(process["id"], follow=True) as events:
+            exit = await _write_events(events)
+        nursery.cancel_scope.cancel()
+    return _exit_code(exit)
+
+
+async def _forward_interrupts(client: Client, process_id: str) -> None:
+    """Ctrl-C here is SIGINT to the remote process group, as in a local terminal."""
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async for _ in signals:
+            await client.process.kill(process_id, signal.SIGINT)
+
+
+async def _ps(args: argparse.Namespace, client: Client) -> int:
+    processes = await client.process.list()
+    if args.json:
+        print(json.dumps(processes, indent=2))
+        return 0
+    print(f"{'ID':<28} {'PID':>7} {'STATE':<8} {'EXIT':>5} {'STARTED':<20} COMMAND")
+    for p in processes:
+        exit = p.get("exit")
+        code = "" if exit is None else str(exit["code"])
+        command = " ".join(shlex.quote(arg) for arg in p["command"])
+        started = p["started_at"][:19].replace("T", " ")
+        print(f"{p['id']:<28} {p['pid']:>7} {p['state']:<8} {code:>5} {started:<20} {command}")
+    return 0
+
+
+async def _logs(args: argparse.Namespace, client: Client) -> int:
+    async with client.process.logs(args.id, since=args.since, follow=args.follow) as events:
+        await _write_events(events)
+    return 0
+
+
+async def _kill(args: argparse.Namespace, client: Client) -> int:
+    result = await client.process.kill(args.id, signal_number(args.signal))
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+async def _wait(args: argparse.Namespace, client: Client) -> int:
+    exit = await client.process.wait_exit(args.id)
+    if args.json:
+        print(json.dumps(exit))
+    return _exit_code(exit)
+
+
 _CLIENT_ACTIONS: dict[str, Callable[[argparse.Namespace, Client], Awaitable[int]]] = {
     "ping": _ping,
     "info": _info,
+    "exec": _exec,
+    "ps": _ps,
+    "logs": _logs,
+    "kill": _kill,
+    "wait": _wait,
 }
 
 

@@ -25,6 +25,7 @@ from protocol import (
 )
 
 from . import SERVER_NAME
+from ._process_calls import EnvCalls, ProcessCalls
 from .addresses import Address, TcpAddress, UnixAddress, parse_address
 from .transport import StreamChannel
 
@@ -78,6 +79,8 @@ class Client:
         self._pending: dict[int, _Pending] = {}
         self._failure: SupervisorError | None = None
         self._send_lock = trio.Lock()
+        self.process = ProcessCalls(self)
+        self.env = EnvCalls(self)
 
     @property
     def instance(self) -> str:

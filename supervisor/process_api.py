@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -113,9 +114,63 @@ def _tail(data: bytearray, limit: int | None) -> tuple[bytes, bool]:
 
 
 def _line_around(text: str, start: int, end: int) -> str:
+    """The whole line (or lines) the match touches, without the final newline."""
     line_start = text.rfind("\n", 0, start) + 1
+    if end > start and text[end - 1] == "\n":
+        end -= 1
     line_end = text.find("\n", end)
     return text[line_start : len(text) if line_end == -1 else line_end]
+
+
+def _printable(text: str) -> str:
+    """Undo surrogateescape for the wire: undecodable bytes become U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+class _MatchWindow:
+    """The recent output of one stream, searchable as text, with every byte's log position.
+
+    Text is decoded with surrogateescape, which round-trips any bytes, so a match's end
+    maps back to an exact log position: the cursor just after the match.
+    """
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self._segments: collections.deque[list[int]] = collections.deque()  # [start, length]
+
+    def add(self, chunk: Chunk) -> None:
+        self.data += chunk.data
+        self._segments.append([chunk.start, len(chunk.data)])
+        excess = len(self.data) - MATCH_WINDOW
+        if excess > 0:
+            del self.data[:excess]
+            while excess > 0:
+                first = self._segments[0]
+                taken = min(excess, first[1])
+                first[0] += taken
+                first[1] -= taken
+                excess -= taken
+                if first[1] == 0:
+                    self._segments.popleft()
+
+    def clear(self) -> None:
+        self.data.clear()
+        self._segments.clear()
+
+    def search(self, regex: re.Pattern[str]) -> tuple[re.Match[str], str, int] | None:
+        text = self.data.decode("utf-8", "surrogateescape")
+        match = regex.search(text)
+        if match is None:
+            return None
+        offset = len(text[: match.end()].encode("utf-8", "surrogateescape"))
+        return match, text, self._position_of(offset)
+
+    def _position_of(self, offset: int) -> int:
+        for start, length in self._segments:
+            if offset <= length:
+                return start + offset
+            offset -= length
+        raise AssertionError("offset beyond the window")  # pragma: no cover
 
 
 def register(
@@ -202,7 +257,7 @@ def register(
             raise invalid("pattern", f"not a valid regular expression: {exc}") from None
         wanted = {"stdout", "stderr"} if params.stream == "both" else {params.stream}
         position = 0 if params.since is None else _cursor_position(process, params.since)
-        windows = {name: bytearray() for name in wanted}
+        windows = {name: _MatchWindow() for name in wanted}
         with (
             _wait_deadline(params.timeout_ms, process, "wait_log"),
             process.log.reader(position, follow=True) as reader,
@@ -213,16 +268,15 @@ def register(
                         window.clear()  # a match must not straddle lost bytes
                 elif isinstance(item, Chunk) and item.stream in wanted:
                     window = windows[item.stream]
-                    window += item.data
-                    del window[: max(0, len(window) - MATCH_WINDOW)]
-                    text = window.decode("utf-8", "replace")
-                    match = regex.search(text)
-                    if match is not None:
+                    window.add(item)
+                    found = window.search(regex)
+                    if found is not None:
+                        match, text, end = found
                         return {
                             "stream": item.stream,
-                            "text": _line_around(text, match.start(), match.end()),
-                            "match": match.group(0),
-                            "cursor": str(Cursor(process.id, item.end)),
+                            "text": _printable(_line_around(text, match.start(), match.end())),
+                            "match": _printable(match.group(0)),
+                            "cursor": str(Cursor(process.id, end)),
                         }
                 elif isinstance(item, End):
                     exit = None if process.exit is None else process.exit.to_wire()

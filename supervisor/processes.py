@@ -146,7 +146,7 @@ class Process:
         drained = 0
         while True:
             try:
-                data = os.read(fd, settings.read_size)
+                data = os.read(fd, min(settings.read_size, self.log.max_chunk))
             except BlockingIOError:
                 if self._draining:
                     return

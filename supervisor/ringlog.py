@@ -134,12 +134,16 @@ class RingLog:
         """
         if not data:
             return
-        data = data[-self.capacity :]  # one chunk never holds more than the whole ring
         if self.block and block:
             while (lagging := self._bytes_to_free(len(data))) and self._would_drop_unread(lagging):
                 await self._progress.wait()
         self._append_nowait(stream, data)
         await trio.lowlevel.checkpoint()
+
+    @property
+    def max_chunk(self) -> int:
+        """The largest chunk the ring holds whole: producers should read at most this much."""
+        return max(1, self.capacity - CHUNK_OVERHEAD)
 
     def _bytes_to_free(self, incoming: int) -> int:
         return max(0, self._cost + incoming + CHUNK_OVERHEAD - self.capacity)
@@ -158,7 +162,11 @@ class RingLog:
         return False
 
     def _append_nowait(self, stream: str, data: bytes) -> None:
-        chunk = Chunk(self.end, stream, data, time.time())
+        # One chunk never holds more than the ring: the head of an oversized one is
+        # dropped, and still counted in positions, so readers see the gap.
+        skip = max(0, len(data) - self.max_chunk)
+        chunk = Chunk(self.end + skip, stream, data[skip:], time.time())
+        self.dropped += skip
         self._chunks.append(chunk)
         self._cost += len(data) + CHUNK_OVERHEAD
         self.end = chunk.end
@@ -166,7 +174,7 @@ class RingLog:
             old = self._chunks.popleft()
             self._cost -= len(old.data) + CHUNK_OVERHEAD
             self.dropped += len(old.data)
-            self.start = self._chunks[0].start
+        self.start = self._chunks[0].start
         self._appended.set()
         self._appended = trio.Event()
 
