@@ -271,6 +271,9 @@ def _run_serve(args: argparse.Namespace) -> int:
             **({"max_frame": args.max_frame} if args.max_frame else {}),
         )
         trio.run(serve, config)
+        # Shutdown is complete: a late SIGTERM or SIGINT must not turn exit 0 into a kill.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     except ConfigError as exc:
         print(f"{PROG} serve: {exc}", file=sys.stderr)
         return 2

@@ -89,10 +89,6 @@ class Process:
             return "error"
         return "running"
 
-    @property
-    def marker(self) -> bytes:
-        return f"{MARKER}={self.id}".encode()
-
     def snapshot(self) -> dict[str, Any]:
         snap: dict[str, Any] = {
             "id": self.id,
@@ -112,8 +108,14 @@ class Process:
 
     # -- signals ------------------------------------------------------------------------
 
-    def signal_tree(self, signum: int) -> int:
-        """Send `signum` to the process group and to every marked escapee; count deliveries."""
+    def signal_tree(
+        self, signum: int, marked: dict[str, list[proctree.ProcInfo]] | None = None
+    ) -> int:
+        """Send `signum` to the process group and to every marked escapee; count deliveries.
+
+        `marked` is a `proctree.marked_processes(MARKER)` result, for callers that signal
+        many processes with one scan of /proc.
+        """
         delivered = 0
         # Once the group has settled its id may be reused by an unrelated group: never
         # signal it again; only marked escapees remain reachable.
@@ -125,8 +127,10 @@ class Process:
                 pass
             except PermissionError:
                 log.warning("cannot signal group %d of %s", self.pgid, self.id)
-        for info in proctree.marked_processes(self.marker):
-            if info.pgid == self.pgid:
+        if marked is None:
+            marked = proctree.marked_processes(MARKER)
+        for info in marked.get(self.id, ()):
+            if info.pgid == self.pgid and not self.group_settled.is_set():
                 continue  # already reached through the group
             try:
                 os.kill(info.pid, signum)
@@ -353,19 +357,18 @@ class ProcessTable:
 
     async def terminate_all(self, grace: float) -> None:
         """SIGTERM every running process tree, SIGKILL what is left after `grace`, and wait
-        until every one has settled."""
+        until every one has settled. Escapees of finished processes are killed too: nothing
+        supervised outlives the daemon."""
         running = [p for p in self._processes.values() if not p.finished.is_set()]
+        marked = proctree.marked_processes(MARKER)
         for process in running:
-            process.signal_tree(signal.SIGTERM)
+            process.signal_tree(signal.SIGTERM, marked)
         with trio.move_on_after(grace):
             for process in running:
                 await process.group_settled.wait()
-        for process in running:
-            if not process.group_settled.is_set():
-                process.signal_tree(signal.SIGKILL)
-        # Escapees of finished processes too: nothing supervised outlives the daemon.
+        marked = proctree.marked_processes(MARKER)
         for process in self._processes.values():
-            if process.finished.is_set():
-                process.signal_tree(signal.SIGKILL)
+            if not process.group_settled.is_set() or process.id in marked:
+                process.signal_tree(signal.SIGKILL, marked)
         for process in running:
             await process.finished.wait()

@@ -42,21 +42,34 @@ def live_group_members(pgid: int) -> list[int]:
     return members
 
 
-def marked_processes(marker: bytes) -> list[ProcInfo]:
-    """Live processes whose initial environment holds `marker` (e.g. b"NAME=value")."""
-    needle = b"\0" + marker + b"\0"
-    found = []
+def _environ_value(pid: int, prefix: bytes) -> bytes | None:
+    """The value of the variable `prefix` (b"NAME=") in a process's initial environment."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read()
+    except OSError:
+        return None
+    start = 0 if environ.startswith(prefix) else environ.find(b"\0" + prefix) + 1
+    if start == 0 and not environ.startswith(prefix):
+        return None
+    start += len(prefix)
+    end = environ.find(b"\0", start)
+    return environ[start : len(environ) if end == -1 else end]
+
+
+def marked_processes(name: str) -> dict[str, list[ProcInfo]]:
+    """Live processes (other than this one) by the value of variable `name` in their
+    initial environment: one pass over /proc, however many values are wanted."""
+    prefix = f"{name}=".encode()
+    found: dict[str, list[ProcInfo]] = {}
     own = os.getpid()
     for pid in _pids():
         if pid == own:
             continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                environ = b"\0" + f.read()
-        except OSError:
+        value = _environ_value(pid, prefix)
+        if value is None:
             continue
-        if needle in environ or environ.endswith(b"\0" + marker):
-            info = _read_stat(pid)
-            if info is not None and info.state not in ("Z", "X"):
-                found.append(info)
+        info = _read_stat(pid)
+        if info is not None and info.state not in ("Z", "X"):
+            found.setdefault(value.decode(errors="replace"), []).append(info)
     return found

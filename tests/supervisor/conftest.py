@@ -52,6 +52,17 @@ class Daemon:
         if self.proc.stderr is not None:
             self.proc.stderr.close()
 
+    def wait(self, timeout: float = 15.0) -> int:
+        """The exit code of a daemon already told to stop."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("daemon did not exit in time:\n" + self.log_text()) from None
+        finally:
+            self.close()
+
     def log_text(self) -> str:
         return "".join(self.log)
 
