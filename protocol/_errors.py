@@ -40,6 +40,13 @@ class ErrorCode(enum.StrEnum):
     PROCESS_WAIT_TIMEOUT = "PROCESS_WAIT_TIMEOUT"
     PROCESS_EXITED_BEFORE_LOG = "PROCESS_EXITED_BEFORE_LOG"
 
+    # Terminals.
+    TERMINAL_NOT_FOUND = "TERMINAL_NOT_FOUND"
+    STALE_TERMINAL_HANDLE = "STALE_TERMINAL_HANDLE"
+    INVALID_TERMINAL_CWD = "INVALID_TERMINAL_CWD"
+    INVALID_TERMINAL_CURSOR = "INVALID_TERMINAL_CURSOR"
+    TERMINAL_CONTROL_ERROR = "TERMINAL_CONTROL_ERROR"
+
     # Raised by clients, never sent by the server: the connection itself failed
     # (context.kind: connection_failed, upgrade_failed, peer_closed).
     RPC_TRANSPORT_ERROR = "RPC_TRANSPORT_ERROR"

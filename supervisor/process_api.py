@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import collections
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
-
-import trio
 
 from protocol import (
     Cursor,
@@ -25,10 +22,10 @@ from protocol import (
     invalid,
 )
 
-from .clock import timestamp
+from .log_events import PROCESS_EVENTS, cursor_position, stream_log
 from .processes import Process, ProcessTable
 from .ringlog import Chunk, End, Gap
-from .rpc import Call, Methods, NoParams
+from .rpc import Call, Methods, NoParams, wait_deadline
 from .spawn import Launch, build_environment, check_environment, resolve_cwd
 
 #: How much recent output per stream `wait_log` keeps to find matches across chunk edges.
@@ -50,61 +47,14 @@ class SandboxEnvironment:
         return build_environment(self.base, self.overlay, launch_env)
 
 
-def _event(process: Process, item: Chunk | Gap | End) -> dict[str, Any]:
-    if isinstance(item, Chunk):
-        return {
-            "type": item.stream,
-            "cursor": str(Cursor(process.id, item.end)),
-            "timestamp": timestamp(item.time),
-            "data": item.data,
-        }
-    if isinstance(item, Gap):
-        return {
-            "type": "truncated",
-            "cursor": str(Cursor(process.id, item.position)),
-            "timestamp": timestamp(),
-            "dropped_bytes": item.dropped,
-        }
-    return {
-        **item.completion,
-        "cursor": str(Cursor(process.id, item.position)),
-        "timestamp": process.ended_at or timestamp(),
-    }
-
-
-def _cursor_position(process: Process, since: str) -> int:
-    def bad(reason: str) -> SupervisorError:
-        return SupervisorError(
-            ErrorCode.INVALID_PROCESS_CURSOR,
-            f"invalid cursor for {process.id}: {reason}",
-            {"process_id": process.id, "cursor": since, "reason": reason},
-        )
-
-    cursor = Cursor.parse(since)
-    if cursor is None:
-        raise bad("malformed")
-    if cursor.resource != process.id:
-        raise bad("the cursor belongs to another process")
-    if not process.log.valid_position(cursor.position):
-        raise bad("the cursor is ahead of the log")
-    return cursor.position
-
-
-@contextmanager
-def _wait_deadline(timeout_ms: int | None, process: Process, operation: str) -> Iterator[None]:
-    """The wire's `timeout_ms` as a cancel scope; expiry is PROCESS_WAIT_TIMEOUT and never
-    touches the process."""
-    if timeout_ms is None:
-        yield
-        return
-    with trio.move_on_after(timeout_ms / 1000) as scope:
-        yield
-    if scope.cancelled_caught:
-        raise SupervisorError(
-            ErrorCode.PROCESS_WAIT_TIMEOUT,
-            f"{operation} on {process.id} timed out after {timeout_ms} ms (the process runs on)",
-            {"process_id": process.id, "operation": operation, "timeout": timeout_ms},
-        )
+def _timeout(
+    process: Process, operation: str, timeout_ms: int | None
+) -> Callable[[], SupervisorError]:
+    return lambda: SupervisorError(
+        ErrorCode.PROCESS_WAIT_TIMEOUT,
+        f"{operation} on {process.id} timed out after {timeout_ms} ms (the process runs on)",
+        {"process_id": process.id, "operation": operation, "timeout": timeout_ms},
+    )
 
 
 def _tail(data: bytearray, limit: int | None) -> tuple[bytes, bool]:
@@ -179,6 +129,7 @@ def register(
     environment: SandboxEnvironment,
 ) -> None:
     settings = table.settings
+    registry = table.registry
 
     async def exec_(params: ExecParams, call: Call) -> dict[str, Any]:
         check_environment(params.env, ErrorCode.INVALID_PROCESS_ENVIRONMENT)
@@ -197,33 +148,32 @@ def register(
         return process.snapshot()
 
     async def get(params: ProcessId, call: Call) -> dict[str, Any] | None:
-        process = table.find(params.id)
+        process = registry.find(params.id)
         return None if process is None else process.snapshot()
 
     async def list_(params: NoParams, call: Call) -> list[dict[str, Any]]:
-        return [process.snapshot() for process in table.list()]
+        return [process.snapshot() for process in registry]
 
     async def kill(params: KillParams, call: Call) -> dict[str, Any]:
-        process = table.require(params.id, "kill")
+        process = registry.require(params.id, "kill")
         return {"delivered": process.signal_tree(params.signal)}
 
     async def logs(params: LogsParams, call: Call) -> dict[str, Any]:
-        process = table.require(params.id, "logs")
-        ring = process.log
-        position = 0 if params.since is None else _cursor_position(process, params.since)
-        if not params.replay:
-            position = ring.end  # live output only (and the end, if it has come)
-        last = None
-        with ring.reader(position, follow=params.follow, holding=True) as reader:
-            while (item := await reader.next()) is not None:
-                event = _event(process, item)
-                await call.send_event(event)
-                last = event["cursor"]
-        return {"cursor": last}
+        process = registry.require(params.id, "logs")
+        return await stream_log(
+            PROCESS_EVENTS,
+            process.id,
+            process.log,
+            since=params.since,
+            replay=params.replay,
+            follow=params.follow,
+            ended_at=lambda: process.ended_at,
+            send=call.send_event,
+        )
 
     async def output(params: OutputParams, call: Call) -> dict[str, Any]:
-        process = table.require(params.id, "output")
-        with _wait_deadline(params.timeout_ms, process, "output"):
+        process = registry.require(params.id, "output")
+        with wait_deadline(params.timeout_ms, _timeout(process, "output", params.timeout_ms)):
             await process.finished.wait()
         streams = {"stdout": bytearray(), "stderr": bytearray()}
         for chunk in process.log.held():
@@ -241,8 +191,8 @@ def register(
         }
 
     async def wait_exit(params: WaitExitParams, call: Call) -> dict[str, Any]:
-        process = table.require(params.id, "wait_exit")
-        with _wait_deadline(params.timeout_ms, process, "wait_exit"):
+        process = registry.require(params.id, "wait_exit")
+        with wait_deadline(params.timeout_ms, _timeout(process, "wait_exit", params.timeout_ms)):
             await process.finished.wait()
         if process.exit is None:
             assert process.error is not None
@@ -250,16 +200,18 @@ def register(
         return process.exit.to_wire()
 
     async def wait_log(params: WaitLogParams, call: Call) -> dict[str, Any]:
-        process = table.require(params.id, "wait_log")
+        process = registry.require(params.id, "wait_log")
         try:
             regex = re.compile(params.pattern)
         except re.error as exc:
             raise invalid("pattern", f"not a valid regular expression: {exc}") from None
         wanted = {"stdout", "stderr"} if params.stream == "both" else {params.stream}
-        position = 0 if params.since is None else _cursor_position(process, params.since)
+        position = 0
+        if params.since is not None:
+            position = cursor_position(PROCESS_EVENTS, process.id, process.log, params.since)
         windows = {name: _MatchWindow() for name in wanted}
         with (
-            _wait_deadline(params.timeout_ms, process, "wait_log"),
+            wait_deadline(params.timeout_ms, _timeout(process, "wait_log", params.timeout_ms)),
             process.log.reader(position, follow=True) as reader,
         ):
             while (item := await reader.next()) is not None:

@@ -8,7 +8,6 @@ closes its log. The exit reported is the root's.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import logging
 import os
@@ -18,17 +17,22 @@ from typing import Any
 
 import trio
 
-from protocol import ErrorCode, Provenance, ResourceId, SupervisorError, provenance
+from protocol import ErrorCode
 
 from . import proctree
 from .clock import timestamp
+from .pumps import Pumps
 from .reaper import ExitStatus, Reaper
+from .registry import Kind, Registry
 from .ringlog import RingLog
-from .spawn import MARKER, Launch, spawn
+from .spawn import MARKER, Launch, pipe_stdio, spawn
 
 log = logging.getLogger(__name__)
 
-KIND = "proc"
+PROCESS = Kind(
+    "proc", "process", "process_id", ErrorCode.PROCESS_NOT_FOUND, ErrorCode.STALE_PROCESS_HANDLE
+)
+Marked = dict[str, list[proctree.ProcInfo]]
 
 
 @dataclass(frozen=True)
@@ -54,13 +58,26 @@ class Exit:
         return {"code": self.code, "signal": self.signal, "timed_out": self.timed_out}
 
 
+def signal_marked(resource_id: str, signum: int, marked: Marked, *, skip_pgid: int) -> int:
+    """Signal the live processes carrying `resource_id`'s launch marker, except those in
+    `skip_pgid` (already reached through their group). Returns how many were signalled."""
+    delivered = 0
+    for info in marked.get(resource_id, ()):
+        if info.pgid == skip_pgid:
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(info.pid, signum)
+            delivered += 1
+    return delivered
+
+
 class Process:
     def __init__(
         self,
         pid: int,
         process_id: str,
         launch: Launch,
-        log: RingLog,
+        ring: RingLog,
         timeout: float | None,
         kill_grace: float,
     ) -> None:
@@ -68,7 +85,7 @@ class Process:
         self.pid = pid
         self.pgid = pid  # setsid made the child the leader of a new session and group
         self.launch = launch
-        self.log = log
+        self.log = ring
         self.timeout = timeout
         self.kill_grace = kill_grace
         self.started_at = timestamp()
@@ -78,8 +95,6 @@ class Process:
         self.timed_out = False
         self.group_settled = trio.Event()
         self.finished = trio.Event()
-        self._draining = False
-        self._idle_waits: set[trio.CancelScope] = set()
 
     @property
     def state(self) -> str:
@@ -106,11 +121,7 @@ class Process:
             snap["error"] = self.error
         return snap
 
-    # -- signals ------------------------------------------------------------------------
-
-    def signal_tree(
-        self, signum: int, marked: dict[str, list[proctree.ProcInfo]] | None = None
-    ) -> int:
+    def signal_tree(self, signum: int, marked: Marked | None = None) -> int:
         """Send `signum` to the process group and to every marked escapee; count deliveries.
 
         `marked` is a `proctree.marked_processes(MARKER)` result, for callers that signal
@@ -119,7 +130,8 @@ class Process:
         delivered = 0
         # Once the group has settled its id may be reused by an unrelated group: never
         # signal it again; only marked escapees remain reachable.
-        if not self.group_settled.is_set():
+        settled = self.group_settled.is_set()
+        if not settled:
             try:
                 os.killpg(self.pgid, signum)
                 delivered += 1
@@ -129,52 +141,8 @@ class Process:
                 log.warning("cannot signal group %d of %s", self.pgid, self.id)
         if marked is None:
             marked = proctree.marked_processes(MARKER)
-        for info in marked.get(self.id, ()):
-            if info.pgid == self.pgid and not self.group_settled.is_set():
-                continue  # already reached through the group
-            try:
-                os.kill(info.pid, signum)
-                delivered += 1
-            except (ProcessLookupError, PermissionError):
-                pass
-        return delivered
-
-    # -- output ---------------------------------------------------------------------------
-
-    async def pump(self, fd: int, stream: str, settings: ProcessSettings) -> None:
-        """Move everything the child writes on `fd` into the log, whether anyone reads or not.
-
-        Ends at EOF, or, once draining, when the pipe is empty or the drain limit is reached.
-        """
-        os.set_blocking(fd, False)
-        drained = 0
-        while True:
-            try:
-                data = os.read(fd, min(settings.read_size, self.log.max_chunk))
-            except BlockingIOError:
-                if self._draining:
-                    return
-                with trio.CancelScope() as idle:
-                    self._idle_waits.add(idle)
-                    try:
-                        await trio.lowlevel.wait_readable(fd)
-                    finally:
-                        self._idle_waits.discard(idle)
-                continue
-            if not data:
-                return
-            if self._draining:
-                drained += len(data)
-            await self.log.append(stream, data)
-            if drained >= settings.drain_limit:
-                return
-
-    def start_draining(self) -> None:
-        """Pumps read what is buffered now, then stop; the log stops holding the writer."""
-        self._draining = True
-        self.log.release()
-        for idle in list(self._idle_waits):
-            idle.cancel()
+        skip = -1 if settled else self.pgid
+        return delivered + signal_marked(self.id, signum, marked, skip_pgid=skip)
 
     def finish(self, status: ExitStatus) -> None:
         self.exit = Exit(status.code, status.signal, self.timed_out)
@@ -222,12 +190,9 @@ class ProcessTable:
     """Every supervised process of this daemon, running and recently finished."""
 
     def __init__(self, instance: str, reaper: Reaper, settings: ProcessSettings) -> None:
-        self.instance = instance
         self.reaper = reaper
         self.settings = settings
-        self._processes: dict[str, Process] = {}
-        self._finished: collections.deque[str] = collections.deque()
-        self._next_seq = 1
+        self.registry: Registry[Process] = Registry(PROCESS, instance, settings.retain_finished)
         self._nursery: trio.Nursery | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -236,35 +201,6 @@ class ProcessTable:
             self._nursery = nursery
             task_status.started()
             await trio.sleep_forever()
-
-    # -- lookups --------------------------------------------------------------------------
-
-    def list(self) -> list[Process]:
-        return list(self._processes.values())
-
-    def find(self, process_id: str) -> Process | None:
-        """For `process.get`: None for unknown ids and ids of a previous daemon."""
-        kind, _ = provenance(process_id, KIND, self.instance)
-        return self._processes.get(process_id) if kind is Provenance.OURS else None
-
-    def require(self, process_id: str, operation: str) -> Process:
-        kind, _ = provenance(process_id, KIND, self.instance)
-        if kind is Provenance.STALE:
-            raise SupervisorError(
-                ErrorCode.STALE_PROCESS_HANDLE,
-                f"process {process_id} belongs to a previous daemon instance",
-                {"process_id": process_id, "operation": operation},
-            )
-        process = self._processes.get(process_id) if kind is Provenance.OURS else None
-        if process is None:
-            raise SupervisorError(
-                ErrorCode.PROCESS_NOT_FOUND,
-                f"no process {process_id} in this daemon",
-                {"process_id": process_id, "operation": operation},
-            )
-        return process
-
-    # -- launching ------------------------------------------------------------------------
 
     def launch(
         self,
@@ -278,63 +214,51 @@ class ProcessTable:
         """Start a child and supervise it. Raises PROCESS_SPAWN_FAILED with nothing left
         behind: no record, no descriptor, no child."""
         assert self._nursery is not None, "serve() must be running"
-        process_id = str(ResourceId(KIND, self.instance, self._next_seq))
-        env = {**launch.env, MARKER: process_id}
-        launch = Launch(launch.argv, launch.cwd, env)
+        process_id = self.registry.next_id()
+        launch = Launch(launch.argv, launch.cwd, {**launch.env, MARKER: process_id})
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
-            pid = spawn(launch, out_w, err_w)
+            pid = spawn(launch, pipe_stdio(out_w, err_w))
         except BaseException:
-            for fd in (out_r, err_r):
-                os.close(fd)
+            os.close(out_r)
+            os.close(err_r)
             raise
         finally:
             os.close(out_w)
             os.close(err_w)
         self.reaper.watch(pid)
-        self._next_seq += 1
-        process = Process(
-            pid, process_id, launch, RingLog(buffer_bytes, block=block), timeout, kill_grace
-        )
-        self._processes[process_id] = process
+        ring = RingLog(buffer_bytes, block=block)
+        process = Process(pid, process_id, launch, ring, timeout, kill_grace)
+        self.registry.add(process_id, process)
         self._nursery.start_soon(self._supervise, process, out_r, err_r)
         log.info("started %s (pid %d): %s", process_id, pid, launch.argv)
         return process
 
     async def _supervise(self, process: Process, out_r: int, err_r: int) -> None:
         settings = self.settings
+        pumps = Pumps(process.log, read_size=settings.read_size, drain_limit=settings.drain_limit)
         try:
             async with trio.open_nursery() as nursery:
-                pumps_done = trio.Event()
-
-                async def pumps() -> None:
-                    async with trio.open_nursery() as inner:
-                        inner.start_soon(process.pump, out_r, "stdout", settings)
-                        inner.start_soon(process.pump, err_r, "stderr", settings)
-                    pumps_done.set()
-
-                nursery.start_soon(pumps)
+                pumps.start(nursery, out_r, "stdout")
+                pumps.start(nursery, err_r, "stderr")
                 if process.timeout is not None:
                     nursery.start_soon(self._enforce_lifetime, process)
                 status = await self.reaper.wait(process.pid)
                 await wait_group_empty(process.pgid)
                 process.group_settled.set()
-                with trio.move_on_after(settings.drain_grace):
-                    await pumps_done.wait()
-                process.start_draining()
-                await pumps_done.wait()
-                nursery.cancel_scope.cancel()
+                await pumps.settle(settings.drain_grace)
+                nursery.cancel_scope.cancel()  # the lifetime timer
         except Exception as exc:
             log.exception("supervising %s failed", process.id)
             process.fail(ErrorCode.INTERNAL_ERROR, f"supervision failed: {exc}")
             return
         finally:
-            for fd in (out_r, err_r):
-                os.close(fd)
+            os.close(out_r)
+            os.close(err_r)
         process.finish(status)
         log.info("%s exited: %s", process.id, process.exit)
-        self._retire(process)
+        self.registry.retire(process.id)
 
     async def _enforce_lifetime(self, process: Process) -> None:
         assert process.timeout is not None
@@ -348,18 +272,11 @@ class ProcessTable:
         log.info("%s still running after %g s: SIGKILL", process.id, process.kill_grace)
         process.signal_tree(signal.SIGKILL)
 
-    def _retire(self, process: Process) -> None:
-        self._finished.append(process.id)
-        while len(self._finished) > self.settings.retain_finished:
-            self._processes.pop(self._finished.popleft(), None)
-
-    # -- shutdown -------------------------------------------------------------------------
-
     async def terminate_all(self, grace: float) -> None:
         """SIGTERM every running process tree, SIGKILL what is left after `grace`, and wait
         until every one has settled. Escapees of finished processes are killed too: nothing
         supervised outlives the daemon."""
-        running = [p for p in self._processes.values() if not p.finished.is_set()]
+        running = [p for p in self.registry if not p.finished.is_set()]
         marked = proctree.marked_processes(MARKER)
         for process in running:
             process.signal_tree(signal.SIGTERM, marked)
@@ -367,7 +284,7 @@ class ProcessTable:
             for process in running:
                 await process.group_settled.wait()
         marked = proctree.marked_processes(MARKER)
-        for process in self._processes.values():
+        for process in self.registry:
             if not process.group_settled.is_set() or process.id in marked:
                 process.signal_tree(signal.SIGKILL, marked)
         for process in running:

@@ -8,10 +8,13 @@ with its traceback and answered with a bare INTERNAL_ERROR.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+import trio
 
 from protocol import ErrorCode, Request, SupervisorError, parse
 
@@ -76,6 +79,19 @@ class Methods:
             )
         params = parse(method.params, request.params)
         return await method.handler(params, call)
+
+
+@contextlib.contextmanager
+def wait_deadline(timeout_ms: int | None, error: Callable[[], SupervisorError]) -> Iterator[None]:
+    """The wire's `timeout_ms` for a wait, as a cancel scope at the edge: when it expires the
+    wait ends with `error()`. What was waited on is never touched."""
+    if timeout_ms is None:
+        yield
+        return
+    with trio.move_on_after(timeout_ms / 1000) as scope:
+        yield
+    if scope.cancelled_caught:
+        raise error()
 
 
 def error_for(exc: BaseException, request: Request) -> SupervisorError:

@@ -21,6 +21,7 @@ import signal
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from protocol import ErrorCode, SupervisorError
 
@@ -114,14 +115,32 @@ def resolve_program(launch: Launch) -> str:
     raise _spawn_failed(launch, "permission denied" if denied else "not found in PATH")
 
 
-def spawn(launch: Launch, stdout: int, stderr: int) -> int:
-    """Start the child and return its pid; raise PROCESS_SPAWN_FAILED if exec fails."""
-    path = resolve_program(launch)
-    file_actions = [
+FileActions = list[tuple[Any, ...]]
+
+
+def pipe_stdio(stdout: int, stderr: int) -> FileActions:
+    """stdin on /dev/null; stdout and stderr on the write ends of two pipes."""
+    return [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_DUP2, stdout, 1),
         (os.POSIX_SPAWN_DUP2, stderr, 2),
     ]
+
+
+def terminal_stdio(tty_path: str) -> FileActions:
+    """All three on a PTY slave. The child is a new session leader when it opens the slave
+    (setsid runs before file actions), and opening a terminal without O_NOCTTY makes it the
+    session's controlling terminal: job control and Ctrl-C work as in a real terminal."""
+    return [
+        (os.POSIX_SPAWN_OPEN, 0, tty_path, os.O_RDWR, 0),
+        (os.POSIX_SPAWN_DUP2, 0, 1),
+        (os.POSIX_SPAWN_DUP2, 0, 2),
+    ]
+
+
+def spawn(launch: Launch, stdio: FileActions) -> int:
+    """Start the child and return its pid; raise PROCESS_SPAWN_FAILED if exec fails."""
+    path = resolve_program(launch)
     home = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.chdir(launch.cwd)
@@ -129,7 +148,7 @@ def spawn(launch: Launch, stdout: int, stderr: int) -> int:
             path,
             launch.argv,
             launch.env,
-            file_actions=file_actions,
+            file_actions=stdio,
             setsid=True,
             setsigmask=(),
             setsigdef=_DEFAULT_SIGNALS,
