@@ -102,3 +102,54 @@ class WaitLogParams:
 @dataclass(frozen=True)
 class EnvSetParams:
     vars: dict[str, str | None]
+
+
+MAX_WINDOW = 65535  # struct winsize holds unsigned shorts
+
+
+def _window(cols: int, rows: int) -> None:
+    if not 1 <= cols <= MAX_WINDOW:
+        raise invalid("cols", f"must be from 1 to {MAX_WINDOW}")
+    if not 1 <= rows <= MAX_WINDOW:
+        raise invalid("rows", f"must be from 1 to {MAX_WINDOW}")
+
+
+@dataclass(frozen=True)
+class TerminalCreateParams:
+    argv: list[str]
+    cwd: str | None = None
+    env: dict[str, str | None] = field(default_factory=dict)
+    cols: int = 80
+    rows: int = 24
+    buffer_bytes: int | None = None
+
+    def validate(self) -> None:
+        ExecParams(self.argv, self.cwd, self.env).validate()
+        _window(self.cols, self.rows)
+        _positive(self.buffer_bytes, "buffer_bytes")
+
+
+@dataclass(frozen=True)
+class TerminalId:
+    id: str
+
+
+@dataclass(frozen=True)
+class TerminalWriteParams:
+    id: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class TerminalResizeParams:
+    id: str
+    cols: int
+    rows: int
+
+    def validate(self) -> None:
+        _window(self.cols, self.rows)
+
+
+#: `terminal.output` and `terminal.wait_exit` take the same parameters as their process twins.
+TerminalOutputParams = LogsParams
+TerminalWaitParams = WaitExitParams

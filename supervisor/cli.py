@@ -18,6 +18,7 @@ import trio
 from protocol import SupervisorError
 
 from . import SERVER_NAME
+from ._attach import DETACH_NAME, attach, default_shell, local_size
 from .addresses import Address, default_address, parse_address
 from .client import Client, EventStream, open_client
 from .daemon import TOKEN_ENV, ConfigError, DaemonConfig, read_token, serve
@@ -106,6 +107,17 @@ def _build_parser() -> argparse.ArgumentParser:
     kill_cmd.add_argument("-s", "--signal", default="TERM", help="name (TERM) or number (15)")
     wait_cmd = client_command("wait", "wait for a process; exit with its code")
     wait_cmd.add_argument("id")
+
+    term_cmd = client_command("term", f"open a terminal and attach to it ({DETACH_NAME} detaches)")
+    term_cmd.add_argument("--cwd", metavar="DIR", help="working directory (default: workspace)")
+    term_cmd.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="repeatable"
+    )
+    term_cmd.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- ARGV...")
+    attach_cmd = client_command("attach", f"reattach to a terminal ({DETACH_NAME} detaches)")
+    attach_cmd.add_argument("id")
+    attach_cmd.add_argument("--since", metavar="CURSOR", help="replay only what came after")
+    client_command("terms", "list terminals")
     return parser
 
 
@@ -179,16 +191,25 @@ async def _write_events(events: EventStream) -> dict[str, Any] | None:
     return None
 
 
-async def _exec(args: argparse.Namespace, client: Client) -> int:
-    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-    if not argv:
-        raise SupervisorError("VALIDATION_FAILED", "nothing to run: supervisor exec -- ARGV...")
+def _argv(args: argparse.Namespace) -> list[str]:
+    return list(args.argv[1:] if args.argv[:1] == ["--"] else args.argv)
+
+
+def _env(args: argparse.Namespace) -> dict[str, str | None]:
     env: dict[str, str | None] = {}
     for item in args.env:
         name, sep, value = item.partition("=")
         if not sep:
             raise SupervisorError("VALIDATION_FAILED", f"--env {item!r} must be NAME=VALUE")
         env[name] = value
+    return env
+
+
+async def _exec(args: argparse.Namespace, client: Client) -> int:
+    argv = _argv(args)
+    if not argv:
+        raise SupervisorError("VALIDATION_FAILED", "nothing to run: supervisor exec -- ARGV...")
+    env = _env(args)
     timeout_ms = None if args.timeout is None else max(1, int(args.timeout * 1000))
     process = await client.process.exec(argv, cwd=args.cwd, env=env, timeout_ms=timeout_ms)
     if args.detach:
@@ -244,6 +265,41 @@ async def _wait(args: argparse.Namespace, client: Client) -> int:
     return _exit_code(exit)
 
 
+async def _term(args: argparse.Namespace, client: Client) -> int:
+    cols, rows = local_size()
+    params: dict[str, Any] = {
+        "argv": _argv(args) or [default_shell()],
+        "env": _env(args),
+        "cols": cols,
+        "rows": rows,
+    }
+    if args.cwd:
+        params["cwd"] = args.cwd
+    terminal = await client.call("terminal.create", params)
+    return await attach(client, terminal["id"])
+
+
+async def _attach(args: argparse.Namespace, client: Client) -> int:
+    if await client.call("terminal.get", {"id": args.id}) is None:
+        raise SupervisorError("TERMINAL_NOT_FOUND", f"no terminal {args.id} in this daemon")
+    return await attach(client, args.id, since=args.since)
+
+
+async def _terms(args: argparse.Namespace, client: Client) -> int:
+    terminals = await client.call("terminal.list")
+    if args.json:
+        print(json.dumps(terminals, indent=2))
+        return 0
+    print(f"{'ID':<28} {'PID':>7} {'STATUS':<8} {'EXIT':>5} {'SIZE':>9}  COMMAND")
+    for t in terminals:
+        exit = t.get("exit")
+        code = "" if exit is None else str(exit["code"])
+        size = f"{t['cols']}x{t['rows']}"
+        command = " ".join(shlex.quote(arg) for arg in t["command"])
+        print(f"{t['id']:<28} {t['pid']:>7} {t['status']:<8} {code:>5} {size:>9}  {command}")
+    return 0
+
+
 _CLIENT_ACTIONS: dict[str, Callable[[argparse.Namespace, Client], Awaitable[int]]] = {
     "ping": _ping,
     "info": _info,
@@ -252,6 +308,9 @@ _CLIENT_ACTIONS: dict[str, Callable[[argparse.Namespace, Client], Awaitable[int]
     "logs": _logs,
     "kill": _kill,
     "wait": _wait,
+    "term": _term,
+    "attach": _attach,
+    "terms": _terms,
 }
 
 

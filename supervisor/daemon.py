@@ -24,6 +24,8 @@ from .runtime import Runtime
 from .runtime import register as register_runtime
 from .server import Server, ServerSettings
 from .spawn import mark_inherited_descriptors_cloexec
+from .terminal_api import register as register_terminals
+from .terminals import TerminalSettings, TerminalTable
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,7 @@ class DaemonConfig:
     max_frame: int = DEFAULT_MAX_FRAME
     handshake_timeout: float = 10.0
     processes: ProcessSettings = field(default_factory=ProcessSettings)
+    terminals: TerminalSettings = field(default_factory=TerminalSettings)
     #: On shutdown, how long supervised processes get between SIGTERM and SIGKILL.
     stop_grace: float = 5.0
 
@@ -109,10 +112,19 @@ async def serve(
     _prepare_process(config)
     identity = Runtime()
     reaper = Reaper()
-    table = ProcessTable(identity.instance, reaper, config.processes)
+    processes = ProcessTable(identity.instance, reaper, config.processes)
+    terminals = TerminalTable(identity.instance, reaper, config.terminals)
+    environment = SandboxEnvironment(dict(os.environ))
     methods = Methods()
     register_runtime(methods, identity)
-    register_processes(methods, table, SandboxEnvironment(dict(os.environ)))
+    register_processes(methods, processes, environment)
+    register_terminals(
+        methods,
+        terminals,
+        environment,
+        workspace=config.processes.workspace,
+        max_buffer_bytes=config.processes.max_buffer_bytes,
+    )
     identity.capabilities = methods.namespaces
 
     listeners = Listeners()
@@ -133,7 +145,8 @@ async def serve(
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
                 await nursery.start(reaper.serve)
-                await nursery.start(table.serve)
+                await nursery.start(processes.serve)
+                await nursery.start(terminals.serve)
                 await nursery.start(server.serve_listeners, listeners.trio_listeners)
                 for address in listeners.bound:
                     log.info("listening on %s", address)
@@ -143,7 +156,9 @@ async def serve(
                     log.info("received %s: shutting down", signal.Signals(signum).name)
                     break
                 server.shutdown()
-                await table.terminate_all(config.stop_grace)
+                async with trio.open_nursery() as stopping:
+                    stopping.start_soon(processes.terminate_all, config.stop_grace)
+                    stopping.start_soon(terminals.terminate_all, config.stop_grace)
                 nursery.cancel_scope.cancel()
     finally:
         listeners.remove_socket_files()

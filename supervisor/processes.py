@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 PROCESS = Kind(
     "proc", "process", "process_id", ErrorCode.PROCESS_NOT_FOUND, ErrorCode.STALE_PROCESS_HANDLE
 )
-Marked = dict[str, list[proctree.ProcInfo]]
+Marked = proctree.Marked
 
 
 @dataclass(frozen=True)
@@ -58,12 +58,15 @@ class Exit:
         return {"code": self.code, "signal": self.signal, "timed_out": self.timed_out}
 
 
-def signal_marked(resource_id: str, signum: int, marked: Marked, *, skip_pgid: int) -> int:
+def signal_marked(
+    resource_id: str, signum: int, marked: Marked, *, skip_pgid: int = -1, skip_sid: int = -1
+) -> int:
     """Signal the live processes carrying `resource_id`'s launch marker, except those in
-    `skip_pgid` (already reached through their group). Returns how many were signalled."""
+    `skip_pgid` or `skip_sid` (already reached through their group or session). Returns how
+    many were signalled."""
     delivered = 0
     for info in marked.get(resource_id, ()):
-        if info.pgid == skip_pgid:
+        if info.pgid == skip_pgid or info.sid == skip_sid:
             continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(info.pid, signum)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 class ProcInfo:
     pid: int
     pgid: int
+    sid: int
     state: str  # one letter: R, S, D, Z, ...
 
 
@@ -25,7 +26,7 @@ def _read_stat(pid: int) -> ProcInfo | None:
         return None
     # "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses.
     fields = raw[raw.rfind(b")") + 2 :].split()
-    return ProcInfo(pid, int(fields[2]), fields[0].decode())
+    return ProcInfo(pid, int(fields[2]), int(fields[3]), fields[0].decode())
 
 
 def _pids() -> list[int]:
@@ -38,6 +39,16 @@ def live_group_members(pgid: int) -> list[int]:
     for pid in _pids():
         info = _read_stat(pid)
         if info is not None and info.pgid == pgid and info.state not in ("Z", "X"):
+            members.append(pid)
+    return members
+
+
+def live_session_members(sid: int) -> list[int]:
+    """Pids in session `sid` that have not exited."""
+    members = []
+    for pid in _pids():
+        info = _read_stat(pid)
+        if info is not None and info.sid == sid and info.state not in ("Z", "X"):
             members.append(pid)
     return members
 
@@ -73,3 +84,6 @@ def marked_processes(name: str) -> dict[str, list[ProcInfo]]:
         if info is not None and info.state not in ("Z", "X"):
             found.setdefault(value.decode(errors="replace"), []).append(info)
     return found
+
+
+Marked = dict[str, list[ProcInfo]]

@@ -1,0 +1,243 @@
+"""Terminals: a program on a PTY, with replayable output, input, resize and Ctrl-C.
+
+A terminal is finished when its root process has exited and its PTY has been drained to
+EOF (bounded, as for processes: a background job that keeps the slave open cannot keep a
+finished terminal open). Output and cursors work exactly like process logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from protocol import ErrorCode, SupervisorError
+
+from . import proctree
+from .clock import timestamp
+from .processes import Exit, signal_marked
+from .ptys import Pty
+from .pumps import Pumps
+from .reaper import Reaper
+from .registry import Kind, Registry
+from .ringlog import RingLog
+from .spawn import MARKER, Launch, spawn, terminal_stdio
+
+log = logging.getLogger(__name__)
+
+TERMINAL = Kind(
+    "term",
+    "terminal",
+    "terminal_id",
+    ErrorCode.TERMINAL_NOT_FOUND,
+    ErrorCode.STALE_TERMINAL_HANDLE,
+)
+
+
+@dataclass(frozen=True)
+class TerminalSettings:
+    buffer_bytes: int = 1024 * 1024
+    retain_finished: int = 256
+    drain_grace: float = 0.1
+    drain_limit: int = 1024 * 1024
+    read_size: int = 64 * 1024
+    #: `terminate`: time between SIGHUP to the session and SIGKILL.
+    terminate_grace: float = 2.0
+
+
+class Terminal:
+    def __init__(self, terminal_id: str, pid: int, launch: Launch, pty: Pty, ring: RingLog):
+        self.id = terminal_id
+        self.pid = pid
+        self.launch = launch
+        self.pty = pty
+        self.log = ring
+        self.cols, self.rows = pty.size()
+        self.started_at = timestamp()
+        self.ended_at: str | None = None
+        self.exit: Exit | None = None
+        self.error: dict[str, str] | None = None
+        self.finished = trio.Event()
+        self._write_lock = trio.Lock()
+
+    @property
+    def status(self) -> str:
+        if self.exit is not None:
+            return "exited"
+        if self.error is not None:
+            return "error"
+        return "running"
+
+    def snapshot(self) -> dict[str, Any]:
+        snap: dict[str, Any] = {
+            "id": self.id,
+            "pid": self.pid,
+            "command": self.launch.argv,
+            "cwd": self.launch.cwd,
+            "cols": self.cols,
+            "rows": self.rows,
+            "status": self.status,
+            "started_at": self.started_at,
+        }
+        if self.ended_at is not None:
+            snap["ended_at"] = self.ended_at
+        if self.exit is not None:
+            snap["exit"] = self.exit.to_wire()
+        if self.error is not None:
+            snap["error"] = self.error
+        return snap
+
+    # -- control --------------------------------------------------------------------------
+
+    def _control_error(self, operation: str, reason: str) -> SupervisorError:
+        return SupervisorError(
+            ErrorCode.TERMINAL_CONTROL_ERROR,
+            f"cannot {operation} terminal {self.id}: {reason}",
+            {"terminal_id": self.id, "operation": operation, "reason": reason},
+        )
+
+    def _require_running(self, operation: str) -> None:
+        if self.finished.is_set() or self.pty.closed:
+            raise self._control_error(operation, "the terminal has finished")
+
+    async def write(self, data: bytes) -> None:
+        """Input for the program. Waits while the program does not read (other clients and
+        terminals are unaffected); writers are served one at a time, never interleaved.
+
+        Cancellation: part of `data` may have been written.
+        """
+        self._require_running("write")
+        async with self._write_lock:
+            try:
+                await self.pty.write(data)
+            except (trio.ClosedResourceError, OSError) as exc:
+                raise self._control_error(
+                    "write", getattr(exc, "strerror", None) or "closed"
+                ) from None
+
+    def resize(self, cols: int, rows: int) -> None:
+        self._require_running("resize")
+        try:
+            self.pty.resize(cols, rows)
+        except OSError as exc:
+            raise self._control_error("resize", exc.strerror or str(exc)) from None
+        self.cols, self.rows = cols, rows
+
+    def interrupt(self) -> None:
+        """Ctrl-C: SIGINT to the terminal's foreground process group (a shell at its prompt
+        ignores it; the command it runs in the foreground does not)."""
+        self._require_running("interrupt")
+        try:
+            os.killpg(self.pty.foreground_group(), signal.SIGINT)
+        except OSError as exc:
+            raise self._control_error("interrupt", exc.strerror or str(exc)) from None
+
+    def signal_session(self, signum: int, marked: proctree.Marked | None = None) -> int:
+        """Send `signum` to every process of the terminal's session and to marked escapees."""
+        delivered = 0
+        for pid in proctree.live_session_members(self.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+                delivered += 1
+        if marked is None:
+            marked = proctree.marked_processes(MARKER)
+        return delivered + signal_marked(self.id, signum, marked, skip_sid=self.pid)
+
+    def finish(self, exit: Exit) -> None:
+        self.exit = exit
+        self.ended_at = timestamp()
+        self.log.close({"type": "terminal", "state": "exited", "exit": exit.to_wire()})
+        self.finished.set()
+
+    def fail(self, code: str, message: str) -> None:
+        self.error = {"code": code, "message": message}
+        self.ended_at = timestamp()
+        self.log.close({"type": "terminal", "state": "error", "error": self.error})
+        self.finished.set()
+
+
+class TerminalTable:
+    def __init__(self, instance: str, reaper: Reaper, settings: TerminalSettings) -> None:
+        self.reaper = reaper
+        self.settings = settings
+        self.registry: Registry[Terminal] = Registry(TERMINAL, instance, settings.retain_finished)
+        self._nursery: trio.Nursery | None = None
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the supervising tasks. Cancellation: stops supervising (see `terminate_all`)."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    def create(self, launch: Launch, *, cols: int, rows: int, buffer_bytes: int) -> Terminal:
+        """Start `launch` on a new PTY. Raises PROCESS_SPAWN_FAILED with nothing left behind."""
+        assert self._nursery is not None, "serve() must be running"
+        terminal_id = self.registry.next_id()
+        launch = Launch(launch.argv, launch.cwd, {**launch.env, MARKER: terminal_id})
+        pty = Pty(cols, rows)
+        try:
+            pid = spawn(launch, terminal_stdio(pty.slave_path))
+        except BaseException:
+            pty.close()
+            raise
+        self.reaper.watch(pid)
+        terminal = Terminal(terminal_id, pid, launch, pty, RingLog(buffer_bytes))
+        self.registry.add(terminal_id, terminal)
+        self._nursery.start_soon(self._supervise, terminal)
+        log.info("started %s (pid %d): %s", terminal_id, pid, launch.argv)
+        return terminal
+
+    async def _supervise(self, terminal: Terminal) -> None:
+        settings = self.settings
+        pumps = Pumps(terminal.log, read_size=settings.read_size, drain_limit=settings.drain_limit)
+        try:
+            async with trio.open_nursery() as nursery:
+                pumps.start(nursery, terminal.pty.master, "pty")
+                status = await self.reaper.wait(terminal.pid)
+                await pumps.settle(settings.drain_grace)
+        except Exception as exc:
+            log.exception("supervising %s failed", terminal.id)
+            terminal.fail(ErrorCode.INTERNAL_ERROR, f"supervision failed: {exc}")
+            return
+        finally:
+            terminal.pty.close()
+        terminal.finish(Exit(status.code, status.signal, False))
+        log.info("%s exited: %s", terminal.id, terminal.exit)
+        self.registry.retire(terminal.id)
+
+    async def terminate(self, terminal: Terminal) -> None:
+        """SIGHUP to the terminal's session (as a hang-up would), SIGKILL after the grace;
+        returns once it has finished."""
+        terminal._require_running("terminate")
+        terminal.signal_session(signal.SIGHUP)
+        with trio.move_on_after(self.settings.terminate_grace):
+            await terminal.finished.wait()
+            return
+        terminal.signal_session(signal.SIGKILL)
+        await terminal.finished.wait()
+
+    async def terminate_all(self, grace: float) -> None:
+        """Hang up every running terminal, SIGKILL what is left after `grace`."""
+        running = [t for t in self.registry if not t.finished.is_set()]
+        marked = proctree.marked_processes(MARKER)
+        for terminal in running:
+            terminal.signal_session(signal.SIGHUP, marked)
+        with trio.move_on_after(grace):
+            for terminal in running:
+                await terminal.finished.wait()
+        marked = proctree.marked_processes(MARKER)
+        for terminal in self.registry:
+            if not terminal.finished.is_set():
+                terminal.signal_session(signal.SIGKILL, marked)
+            else:
+                # A finished terminal's session id may belong to someone else by now: only
+                # its marked escapees are still known to be its own.
+                signal_marked(terminal.id, signal.SIGKILL, marked)
+        for terminal in running:
+            await terminal.finished.wait()
