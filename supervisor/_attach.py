@@ -62,8 +62,7 @@ class _Session:
         self.ended = False
 
     async def show_output(self, cancel: trio.CancelScope) -> None:
-        params = {"id": self.id, "since": self.cursor, "follow": True}
-        async with self.client.stream("terminal.output", params) as events:
+        async with self.client.terminal.output(self.id, since=self.cursor, follow=True) as events:
             async for event in events:
                 self.cursor = event.get("cursor", self.cursor)
                 if event["type"] == "data":
@@ -81,7 +80,7 @@ class _Session:
                 return  # local input ended; keep showing output
             before, key, _ = data.partition(DETACH_KEY)
             if before:
-                await self.client.call("terminal.write", {"id": self.id, "data": before})
+                await self.client.terminal.write(self.id, before)
             if key:
                 self.detached = True
                 cancel.cancel()

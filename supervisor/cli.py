@@ -267,26 +267,21 @@ async def _wait(args: argparse.Namespace, client: Client) -> int:
 
 async def _term(args: argparse.Namespace, client: Client) -> int:
     cols, rows = local_size()
-    params: dict[str, Any] = {
-        "argv": _argv(args) or [default_shell()],
-        "env": _env(args),
-        "cols": cols,
-        "rows": rows,
-    }
-    if args.cwd:
-        params["cwd"] = args.cwd
-    terminal = await client.call("terminal.create", params)
+    argv = _argv(args) or [default_shell()]
+    terminal = await client.terminal.create(
+        argv, cwd=args.cwd, env=_env(args), cols=cols, rows=rows
+    )
     return await attach(client, terminal["id"])
 
 
 async def _attach(args: argparse.Namespace, client: Client) -> int:
-    if await client.call("terminal.get", {"id": args.id}) is None:
+    if await client.terminal.get(args.id) is None:
         raise SupervisorError("TERMINAL_NOT_FOUND", f"no terminal {args.id} in this daemon")
     return await attach(client, args.id, since=args.since)
 
 
 async def _terms(args: argparse.Namespace, client: Client) -> int:
-    terminals = await client.call("terminal.list")
+    terminals = await client.terminal.list()
     if args.json:
         print(json.dumps(terminals, indent=2))
         return 0

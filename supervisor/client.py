@@ -26,6 +26,7 @@ from protocol import (
 
 from . import SERVER_NAME
 from ._process_calls import EnvCalls, ProcessCalls
+from ._terminal_calls import TerminalCalls
 from .addresses import Address, TcpAddress, UnixAddress, parse_address
 from .transport import StreamChannel
 
@@ -81,6 +82,7 @@ class Client:
         self._send_lock = trio.Lock()
         self.process = ProcessCalls(self)
         self.env = EnvCalls(self)
+        self.terminal = TerminalCalls(self)
 
     @property
     def instance(self) -> str:

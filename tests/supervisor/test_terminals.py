@@ -30,10 +30,12 @@ async def test_echo_hi_in_bash(client: Client, daemon: Daemon) -> None:
 
 async def test_exit_code_and_snapshot(client: Client) -> None:
     terminal, screen = await open_shell(client)
-    await client.call("terminal.write", {"id": terminal["id"], "data": b"exit 7\r"})
-    exit = await client.call("terminal.wait_exit", {"id": terminal["id"], "timeout_ms": 10_000})
+    await client.terminal.write(terminal["id"], b"exit 7\r")  # the typed helpers
+    exit = await client.terminal.wait_exit(terminal["id"], timeout_ms=10_000)
     assert exit == {"code": 7, "signal": None, "timed_out": False}
-    snap = await client.call("terminal.get", {"id": terminal["id"]})
+    snap = await client.terminal.get(terminal["id"])
+    assert snap is not None
+    assert [t["id"] for t in await client.terminal.list() if t["id"] == terminal["id"]]
     assert snap["status"] == "exited" and snap["exit"] == exit
     await screen.until_end()
     last = screen.events[-1]
