@@ -153,3 +153,42 @@ class TerminalResizeParams:
 #: `terminal.output` and `terminal.wait_exit` take the same parameters as their process twins.
 TerminalOutputParams = LogsParams
 TerminalWaitParams = WaitExitParams
+
+
+@dataclass(frozen=True)
+class StatusRange:
+    min: int
+    max: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class PortWaitParams:
+    port: int
+    mode: Literal["tcp", "http"] = "tcp"
+    path: str = "/"
+    status: int | StatusRange = StatusRange(200, 399)
+    interval_ms: int = 500
+    timeout_ms: int | None = None
+
+    @property
+    def status_range(self) -> StatusRange:
+        return (
+            StatusRange(self.status, self.status) if isinstance(self.status, int) else self.status
+        )
+
+    def validate(self) -> None:
+        if not 1 <= self.port <= 65535:
+            raise invalid("port", "must be from 1 to 65535")
+        if not self.path.startswith("/") or any(c in self.path for c in " \r\n\0"):
+            raise invalid("path", "must start with / and hold no spaces or line breaks")
+        status = self.status_range
+        if not 100 <= status.min <= status.max <= 599:
+            raise invalid("status", "must be a status from 100 to 599, or a range min <= max")
+        if self.interval_ms < 1:
+            raise invalid("interval_ms", "must be at least 1")
+        _positive(self.timeout_ms, "timeout_ms", zero=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessWaitPortParams(PortWaitParams):
+    id: str

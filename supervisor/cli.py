@@ -118,6 +118,15 @@ def _build_parser() -> argparse.ArgumentParser:
     attach_cmd.add_argument("id")
     attach_cmd.add_argument("--since", metavar="CURSOR", help="replay only what came after")
     client_command("terms", "list terminals")
+
+    wait_port_cmd = client_command("wait-port", "wait until a port is ready (exit 0), or fail")
+    wait_port_cmd.add_argument("port", type=int)
+    wait_port_cmd.add_argument("--http", metavar="PATH", help="HTTP GET this path (default: TCP)")
+    wait_port_cmd.add_argument("--status", default="200-399", help="status or range (HTTP)")
+    wait_port_cmd.add_argument("--timeout", type=float, metavar="SECONDS")
+    wait_port_cmd.add_argument("--interval", type=int, default=500, metavar="MS")
+    wait_port_cmd.add_argument("--process", metavar="ID", help="fail if this process exits first")
+    client_command("ports", "list listening TCP ports")
     return parser
 
 
@@ -295,6 +304,45 @@ async def _terms(args: argparse.Namespace, client: Client) -> int:
     return 0
 
 
+def _status(text: str) -> int | dict[str, int]:
+    low, sep, high = text.partition("-")
+    if not low.isdigit() or (sep and not high.isdigit()):
+        raise SupervisorError("VALIDATION_FAILED", f"--status {text!r}: use 200 or 200-399")
+    return {"min": int(low), "max": int(high)} if sep else int(low)
+
+
+async def _wait_port(args: argparse.Namespace, client: Client) -> int:
+    params: dict[str, Any] = {"port": args.port, "interval_ms": args.interval}
+    if args.http:
+        params.update(mode="http", path=args.http, status=_status(args.status))
+    if args.timeout is not None:
+        params["timeout_ms"] = max(0, int(args.timeout * 1000))
+    if args.process:
+        result = await client.call("process.wait_port", {**params, "id": args.process})
+    else:
+        result = await client.call("port.wait", params)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        extra = f", status {result['status']}" if "status" in result else ""
+        elapsed = result["elapsed_ms"]
+        print(f"port {result['port']} ready ({result['mode']}{extra}) after {elapsed:.1f} ms")
+    return 0
+
+
+async def _ports(args: argparse.Namespace, client: Client) -> int:
+    ports = await client.call("port.list")
+    if args.json:
+        print(json.dumps(ports, indent=2))
+        return 0
+    print(f"{'PORT':>5} {'ADDRESS':<40} {'FAMILY':<6} OWNER")
+    for p in ports:
+        owner = p["owner"]
+        shown = "" if owner is None else f"{owner['id']} (pid {owner['pid']})"
+        print(f"{p['port']:>5} {p['address']:<40} {p['family']:<6} {shown}")
+    return 0
+
+
 _CLIENT_ACTIONS: dict[str, Callable[[argparse.Namespace, Client], Awaitable[int]]] = {
     "ping": _ping,
     "info": _info,
@@ -306,6 +354,8 @@ _CLIENT_ACTIONS: dict[str, Callable[[argparse.Namespace, Client], Awaitable[int]
     "term": _term,
     "attach": _attach,
     "terms": _terms,
+    "wait-port": _wait_port,
+    "ports": _ports,
 }
 
 

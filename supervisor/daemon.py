@@ -15,6 +15,8 @@ from protocol import DEFAULT_MAX_FRAME, ServerPolicy
 from . import SERVER_NAME
 from .addresses import Address, TcpAddress, UnixAddress, default_socket_path
 from .listeners import ListenError, Listeners
+from .port_api import register as register_ports
+from .ports import ListenerWatch
 from .process_api import SandboxEnvironment
 from .process_api import register as register_processes
 from .processes import ProcessSettings, ProcessTable
@@ -118,6 +120,9 @@ async def serve(
     methods = Methods()
     register_runtime(methods, identity)
     register_processes(methods, processes, environment)
+    watch = ListenerWatch()
+    identity.counters["port_queries"] = lambda: watch.queries
+    register_ports(methods, watch, processes.registry)
     register_terminals(
         methods,
         terminals,
@@ -147,6 +152,7 @@ async def serve(
                 await nursery.start(reaper.serve)
                 await nursery.start(processes.serve)
                 await nursery.start(terminals.serve)
+                await nursery.start(watch.serve)
                 await nursery.start(server.serve_listeners, listeners.trio_listeners)
                 for address in listeners.bound:
                     log.info("listening on %s", address)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,8 @@ class Runtime:
     _started: float = field(default_factory=time.monotonic)
     listeners: list[Address] = field(default_factory=list)
     capabilities: list[str] = field(default_factory=list)
+    #: Counters other parts of the daemon expose, e.g. {"port_queries": ...}.
+    counters: dict[str, Callable[[], int]] = field(default_factory=dict)
 
     @property
     def uptime(self) -> float:
@@ -41,6 +44,7 @@ class Runtime:
             "uptime": round(self.uptime, 3),
             "capabilities": list(self.capabilities),
             "listeners": [str(address) for address in self.listeners],
+            "counters": {name: read() for name, read in self.counters.items()},
         }
 
 
