@@ -100,6 +100,71 @@ class ProcessCalls:
         result: dict[str, Any] = await self._client.call("process.wait_log", params)
         return result
 
+    async def wait_port(
+        self,
+        process_id: str,
+        port: int,
+        *,
+        mode: Literal["tcp", "http"] = "tcp",
+        path: str = "/",
+        status: int | tuple[int, int] = (200, 399),
+        interval_ms: int = 500,
+        timeout_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """Until `port` is ready; PROCESS_EXITED_BEFORE_READY if the process ends first."""
+        params = _wait_params(
+            port,
+            mode=mode,
+            path=path,
+            status=status,
+            interval_ms=interval_ms,
+            timeout_ms=timeout_ms,
+        )
+        result: dict[str, Any] = await self._client.call(
+            "process.wait_port", {**params, "id": process_id}
+        )
+        return result
+
+
+def _wait_params(
+    port: int,
+    *,
+    mode: Literal["tcp", "http"] = "tcp",
+    path: str = "/",
+    status: int | tuple[int, int] = (200, 399),
+    interval_ms: int = 500,
+    timeout_ms: int | None = None,
+) -> dict[str, Any]:
+    wire_status = status if isinstance(status, int) else {"min": status[0], "max": status[1]}
+    return _params(
+        port=port,
+        mode=mode,
+        path=path,
+        status=wire_status,
+        interval_ms=interval_ms,
+        timeout_ms=timeout_ms,
+    )
+
+
+class PortCalls:
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    async def wait(self, port: int, **options: Any) -> dict[str, Any]:
+        """Until `port` is ready; options as `ProcessCalls.wait_port`."""
+        result: dict[str, Any] = await self._client.call("port.wait", _wait_params(port, **options))
+        return result
+
+    async def list(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await self._client.call("port.list")
+        return result
+
+    @contextlib.asynccontextmanager
+    async def watch(self) -> AsyncIterator[EventStream]:
+        """`listening` / `closed` events, starting with every current listener."""
+        async with self._client.stream("port.watch") as events:
+            yield events
+
 
 class EnvCalls:
     def __init__(self, client: Client) -> None:

@@ -25,7 +25,7 @@ from protocol import (
 )
 
 from . import SERVER_NAME
-from ._process_calls import EnvCalls, ProcessCalls
+from ._process_calls import EnvCalls, PortCalls, ProcessCalls
 from ._terminal_calls import TerminalCalls
 from .addresses import Address, TcpAddress, UnixAddress, parse_address
 from .transport import StreamChannel
@@ -83,6 +83,7 @@ class Client:
         self.process = ProcessCalls(self)
         self.env = EnvCalls(self)
         self.terminal = TerminalCalls(self)
+        self.port = PortCalls(self)
 
     @property
     def instance(self) -> str:

@@ -119,9 +119,7 @@ async def test_exact_status_and_a_status_never_reached(client: Client) -> None:
         f"http.server.HTTPServer(('127.0.0.1', {port}), H).serve_forever()\n"
     )
     p = await client.process.exec(py(server))
-    ok = await client.call(
-        "process.wait_port", {"id": p["id"], "port": port, "mode": "http", "status": 204}
-    )
+    ok = await client.process.wait_port(p["id"], port, mode="http", status=204)
     assert ok["status"] == 204
     err = await error_of(
         client.call(
@@ -206,7 +204,7 @@ async def test_20_concurrent_waiters(client: Client, daemon: Daemon) -> None:
 
     async def waiter(port: int) -> None:
         async with open_client(daemon.unix) as c:
-            result = await c.call("port.wait", {"port": port, "interval_ms": 3_600_000})
+            result = await c.port.wait(port, interval_ms=3_600_000)  # the typed helper
             done.append(result["port"])
 
     with trio.fail_after(20):
