@@ -1,15 +1,18 @@
-# sandbox-supervisor as a sandbox container's entrypoint.
+# sandbox-supervisor as a sandbox container's entrypoint (PID 1).
 #
-#   docker run -e SUPERVISOR_TOKEN=... -p 7000:7000 IMAGE
+#   docker run -e SUPERVISOR_TOKEN=... -p 7000:7000 IMAGE                 # the daemon alone
+#   docker run -e SUPERVISOR_TOKEN=... IMAGE -- python3 -m http.server     # with a main command
 #
 # Controllers connect on the Unix socket inside the container, or on TCP port 7000 from
-# outside (a token is required there). Port 3000 is kept free for the HTTP/WebSocket front.
+# outside (a token is required there: the daemon refuses to start without one). Port 3000 is
+# documented for the HTTP/WebSocket front.
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    SUPERVISOR_LISTEN="unix:/run/sandbox-supervisor.sock tcp:0.0.0.0:7000"
 
 WORKDIR /opt/sandbox-supervisor
 COPY pyproject.toml README.md constraints.txt ./
@@ -19,7 +22,7 @@ RUN pip install --no-cache-dir -c constraints.txt . \
     && mkdir -p /workspace
 
 WORKDIR /workspace
-EXPOSE 7000 3000
+EXPOSE 3000 7000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
     CMD ["supervisor", "ping", "--connect", "unix:/run/sandbox-supervisor.sock"]
-ENTRYPOINT ["supervisor", "serve", "--listen", "unix:/run/sandbox-supervisor.sock", "--listen", "tcp:0.0.0.0:7000"]
+ENTRYPOINT ["supervisor", "serve"]

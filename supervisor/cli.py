@@ -46,7 +46,8 @@ def _build_parser() -> argparse.ArgumentParser:
         type=_address,
         default=[],
         metavar="ADDRESS",
-        help="unix:/path or tcp:HOST:PORT; repeatable (default: the Unix socket)",
+        help="unix:/path or tcp:HOST:PORT; repeatable (default: $SUPERVISOR_LISTEN, "
+        "space-separated, else the Unix socket)",
     )
     serve_cmd.add_argument(
         "--token-file", metavar="PATH", help=f"token clients must present (or {TOKEN_ENV})"
@@ -68,6 +69,12 @@ def _build_parser() -> argparse.ArgumentParser:
         default=5.0,
         metavar="SECONDS",
         help="on shutdown, time between SIGTERM and SIGKILL for supervised processes",
+    )
+    serve_cmd.add_argument(
+        "main_command",
+        nargs=argparse.REMAINDER,
+        metavar="-- CMD ARGS...",
+        help="a main command: supervised; when it exits, the daemon exits with its code",
     )
 
     def client_command(name: str, help: str) -> argparse.ArgumentParser:
@@ -365,23 +372,30 @@ def _run_serve(args: argparse.Namespace) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    main_command = list(args.main_command)
+    if main_command[:1] == ["--"]:
+        main_command = main_command[1:]
     try:
+        listen = args.listen or [
+            _address(text) for text in os.environ.get("SUPERVISOR_LISTEN", "").split()
+        ]
         config = DaemonConfig(
-            listen=args.listen,
+            listen=listen,
             token=read_token(args.token_file),
             handshake_timeout=args.handshake_timeout,
             processes=ProcessSettings(workspace=os.path.abspath(args.workspace)),
             stop_grace=args.stop_grace,
+            main_command=main_command,
             **({"max_frame": args.max_frame} if args.max_frame else {}),
         )
-        trio.run(serve, config)
-        # Shutdown is complete: a late SIGTERM or SIGINT must not turn exit 0 into a kill.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ConfigError as exc:
+        exit_code = trio.run(serve, config)
+    except (ConfigError, argparse.ArgumentTypeError) as exc:
         print(f"{PROG} serve: {exc}", file=sys.stderr)
         return 2
-    return 0
+    # Shutdown is complete: a late signal must not turn the exit code into a kill.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    return exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,37 +1,44 @@
-"""`supervisor serve`: assemble the daemon, run it, stop it on SIGTERM or SIGINT."""
+"""`supervisor serve`: assemble the daemon, run it, and shut it down cleanly.
+
+See `pid1` for the duties of a container's first process, in order.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-import resource
 import signal
 from dataclasses import dataclass, field
 
 import trio
 
-from protocol import DEFAULT_MAX_FRAME, ServerPolicy
+from protocol import DEFAULT_MAX_FRAME, ServerPolicy, SupervisorError
 
-from . import SERVER_NAME
+from . import SERVER_NAME, pid1
 from .addresses import Address, TcpAddress, UnixAddress, default_socket_path
 from .listeners import ListenError, Listeners
+from .pid1 import Lifecycle
 from .port_api import register as register_ports
 from .ports import ListenerWatch
 from .process_api import SandboxEnvironment
 from .process_api import register as register_processes
-from .processes import ProcessSettings, ProcessTable
-from .reaper import Reaper, become_subreaper
+from .processes import Process, ProcessSettings, ProcessTable
+from .reaper import Reaper
+from .ringlog import Chunk
 from .rpc import Methods
 from .runtime import Runtime
 from .runtime import register as register_runtime
 from .server import Server, ServerSettings
-from .spawn import mark_inherited_descriptors_cloexec
+from .spawn import Launch
 from .terminal_api import register as register_terminals
 from .terminals import TerminalSettings, TerminalTable
 
 log = logging.getLogger(__name__)
 
 TOKEN_ENV = "SUPERVISOR_TOKEN"
+#: How long the main command's last output may take to reach our stdout at shutdown.
+TEE_FLUSH_TIMEOUT = 5.0
 
 
 class ConfigError(Exception):
@@ -48,6 +55,8 @@ class DaemonConfig:
     terminals: TerminalSettings = field(default_factory=TerminalSettings)
     #: On shutdown, how long supervised processes get between SIGTERM and SIGKILL.
     stop_grace: float = 5.0
+    #: The image's CMD: supervised like any process; its exit ends the daemon.
+    main_command: list[str] = field(default_factory=list)
 
     def listeners(self) -> list[Address]:
         return self.listen or [UnixAddress(default_socket_path())]
@@ -80,48 +89,74 @@ def read_token(token_file: str | None) -> str | None:
     return from_env or None
 
 
-def _prepare_process(config: DaemonConfig) -> None:
-    """Process-wide set-up before anything is spawned."""
-    mark_inherited_descriptors_cloexec()
-    # Each supervised process holds two pipes: 1,000 of them need more than 1,024 fds.
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+async def _tee(process: Process) -> None:
+    """Copy the main command's output to the daemon's own stdout and stderr (what `docker
+    logs` shows). Writes happen in a worker thread: a slow reader of our stdout must not stall
+    the event loop."""
+    fds = {"stdout": 1, "stderr": 2}
+    with process.log.reader(0, follow=True) as reader:
+        while (item := await reader.next()) is not None:
+            if isinstance(item, Chunk):
+                await trio.to_thread.run_sync(_write_all, fds[item.stream], item.data)
+
+
+def _start_main(
+    processes: ProcessTable, environment: SandboxEnvironment, argv: list[str]
+) -> Process:
+    try:
+        return processes.launch(
+            Launch(argv, os.getcwd(), environment.for_launch({})),
+            buffer_bytes=processes.settings.buffer_bytes,
+            block=False,
+            timeout=None,
+            kill_grace=0,
+        )
+    except SupervisorError as exc:
+        reason = str(exc.context.get("reason", exc.message))
+        log.error("cannot start the main command %s: %s", argv, reason)
+        raise MainCommandFailed(127 if "not found" in reason.lower() else 126) from None
+
+
+class MainCommandFailed(Exception):
+    def __init__(self, exit_code: int) -> None:
+        super().__init__(exit_code)
+        self.exit_code = exit_code
+
+
+async def serve(
+    config: DaemonConfig, *, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNORED
+) -> int:
+    """Run the daemon until told to stop (SIGTERM, SIGINT, SIGQUIT) or until the main
+    command exits; then shut down cleanly. Returns the exit code: the main command's (128+N
+    after signal N), else 0.
+
+    Cancellation: closes every connection at once and returns.
+    """
+    config.check()
+    pid1.prepare()
     try:
         os.makedirs(config.processes.workspace, exist_ok=True)
     except OSError as exc:
         raise ConfigError(
             f"cannot create workspace {config.processes.workspace}: {exc.strerror}"
         ) from None
-    if os.getpid() != 1:
-        if become_subreaper():
-            log.info("not PID 1: became a child subreaper, so orphans are reaped here too")
-        else:
-            log.warning("could not become a child subreaper; orphans will not be reaped")
 
-
-async def serve(
-    config: DaemonConfig, *, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNORED
-) -> None:
-    """Run the daemon until SIGTERM or SIGINT; then shut down cleanly and return.
-
-    Shutdown: stop accepting, answer in-flight requests with SHUTTING_DOWN, SIGTERM every
-    supervised process tree, SIGKILL what is left after `stop_grace`, reap, return.
-
-    Cancellation: closes every connection at once and returns.
-    """
-    config.check()
-    _prepare_process(config)
     identity = Runtime()
     reaper = Reaper()
     processes = ProcessTable(identity.instance, reaper, config.processes)
     terminals = TerminalTable(identity.instance, reaper, config.terminals)
     environment = SandboxEnvironment(dict(os.environ))
+    watch = ListenerWatch()
+    identity.counters["port_queries"] = lambda: watch.queries
     methods = Methods()
     register_runtime(methods, identity)
     register_processes(methods, processes, environment)
-    watch = ListenerWatch()
-    identity.counters["port_queries"] = lambda: watch.queries
     register_ports(methods, watch, processes.registry)
     register_terminals(
         methods,
@@ -146,26 +181,68 @@ async def serve(
         token=config.token,
     )
     server = Server(policy, methods, ServerSettings(handshake_timeout=config.handshake_timeout))
+    lifecycle = Lifecycle()
+    main: Process | None = None
+    stopped: set[str] = set()
+    exit_code: int | None = None
+
+    def forward(signum: int) -> bool:
+        if main is None or main.group_settled.is_set():
+            return False
+        main.signal_tree(signum)
+        if pid1.SIGNAL_POLICY.get(signal.Signals(signum)) is pid1.Action.STOP:
+            stopped.add(main.id)  # its stop signal: shutdown must not send SIGTERM on top
+        return True
+
     try:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(reaper.serve)
-                await nursery.start(processes.serve)
-                await nursery.start(terminals.serve)
-                await nursery.start(watch.serve)
-                await nursery.start(server.serve_listeners, listeners.trio_listeners)
-                for address in listeners.bound:
-                    log.info("listening on %s", address)
-                log.info("ready: instance %s, pid %d", identity.instance, os.getpid())
-                task_status.started(identity)
-                async for signum in signals:
-                    log.info("received %s: shutting down", signal.Signals(signum).name)
-                    break
-                server.shutdown()
-                async with trio.open_nursery() as stopping:
-                    stopping.start_soon(processes.terminate_all, config.stop_grace)
-                    stopping.start_soon(terminals.terminate_all, config.stop_grace)
-                nursery.cancel_scope.cancel()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(pid1.serve_signals, lifecycle, forward)
+            await nursery.start(reaper.serve)
+            await nursery.start(processes.serve)
+            await nursery.start(terminals.serve)
+            await nursery.start(watch.serve)
+            await nursery.start(server.serve_listeners, listeners.trio_listeners)
+            for address in listeners.bound:
+                log.info("listening on %s", address)
+            tee_done = trio.Event()
+            if config.main_command:
+                try:
+                    main = _start_main(processes, environment, config.main_command)
+                except MainCommandFailed as exc:
+                    exit_code = exc.exit_code
+                    lifecycle.request_stop("the main command could not start")
+            if main is not None:
+
+                async def tee_then_stop(process: Process) -> None:
+                    await _tee(process)
+                    tee_done.set()
+                    assert process.exit is not None
+                    lifecycle.request_stop(f"the main command exited ({process.exit.code})")
+
+                nursery.start_soon(tee_then_stop, main)
+            log.info("ready: instance %s, pid %d", identity.instance, os.getpid())
+            task_status.started(identity)
+
+            await lifecycle.stop_requested.wait()
+            server.shutdown()
+            async with trio.open_nursery() as stopping:
+                stopping.start_soon(
+                    functools.partial(
+                        processes.terminate_all,
+                        config.stop_grace,
+                        lifecycle.hurry,
+                        already_termed=frozenset(stopped),
+                    )
+                )
+                stopping.start_soon(terminals.terminate_all, config.stop_grace, lifecycle.hurry)
+            if main is not None:
+                with trio.move_on_after(TEE_FLUSH_TIMEOUT):
+                    await tee_done.wait()
+            nursery.cancel_scope.cancel()
     finally:
+        reaper.reap_now()
         listeners.remove_socket_files()
-    log.info("stopped")
+    if exit_code is None:
+        exit_code = 0 if main is None or main.exit is None else main.exit.code
+    log.info("stopped (exit code %d)", exit_code)
+    return exit_code

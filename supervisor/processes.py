@@ -275,20 +275,37 @@ class ProcessTable:
         log.info("%s still running after %g s: SIGKILL", process.id, process.kill_grace)
         process.signal_tree(signal.SIGKILL)
 
-    async def terminate_all(self, grace: float) -> None:
-        """SIGTERM every running process tree, SIGKILL what is left after `grace`, and wait
-        until every one has settled. Escapees of finished processes are killed too: nothing
-        supervised outlives the daemon."""
+    async def terminate_all(
+        self, grace: float, hurry: trio.Event, *, already_termed: frozenset[str] = frozenset()
+    ) -> None:
+        """SIGTERM every running process tree (except those in `already_termed`), SIGKILL
+        what is left after `grace` or as soon as `hurry` is set, and wait until every one has
+        settled. Escapees of finished processes are killed too: nothing supervised outlives
+        the daemon."""
         running = [p for p in self.registry if not p.finished.is_set()]
         marked = proctree.marked_processes(MARKER)
         for process in running:
-            process.signal_tree(signal.SIGTERM, marked)
-        with trio.move_on_after(grace):
-            for process in running:
-                await process.group_settled.wait()
+            if process.id not in already_termed:
+                process.signal_tree(signal.SIGTERM, marked)
+        await wait_all_or_hurry([p.group_settled for p in running], grace, hurry)
         marked = proctree.marked_processes(MARKER)
         for process in self.registry:
             if not process.group_settled.is_set() or process.id in marked:
                 process.signal_tree(signal.SIGKILL, marked)
         for process in running:
             await process.finished.wait()
+
+
+async def wait_all_or_hurry(events: list[trio.Event], grace: float, hurry: trio.Event) -> None:
+    """Until every event is set, `grace` seconds pass, or `hurry` is set."""
+    with trio.move_on_after(grace):
+        async with trio.open_nursery() as nursery:
+
+            async def cut_short() -> None:
+                await hurry.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(cut_short)
+            for event in events:
+                await event.wait()
+            nursery.cancel_scope.cancel()

@@ -138,13 +138,36 @@ def terminal_stdio(tty_path: str) -> FileActions:
     ]
 
 
+def _own_oom_score_adj() -> int | None:
+    try:
+        with open("/proc/self/oom_score_adj") as f:
+            return int(f.read())
+    except OSError:
+        return None
+
+
+#: How much more likely than the daemon a child is to be chosen by the OOM killer.
+CHILD_OOM_BONUS = 300
+_CHILD_OOM = None if (own := _own_oom_score_adj()) is None else min(1000, own + CHILD_OOM_BONUS)
+
+
+def _raise_oom_score(pid: int) -> None:
+    """Best effort: where the kernel refuses, the child keeps the daemon's value. (The child
+    runs for microseconds with the daemon's value first: posix_spawn cannot set it before
+    exec.)"""
+    if _CHILD_OOM is None:
+        return
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/oom_score_adj", "w") as f:
+        f.write(str(_CHILD_OOM))
+
+
 def spawn(launch: Launch, stdio: FileActions) -> int:
     """Start the child and return its pid; raise PROCESS_SPAWN_FAILED if exec fails."""
     path = resolve_program(launch)
     home = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.chdir(launch.cwd)
-        return os.posix_spawn(
+        pid = os.posix_spawn(
             path,
             launch.argv,
             launch.env,
@@ -158,6 +181,8 @@ def spawn(launch: Launch, stdio: FileActions) -> int:
     finally:
         os.fchdir(home)
         os.close(home)
+    _raise_oom_score(pid)
+    return pid
 
 
 def mark_inherited_descriptors_cloexec() -> None:

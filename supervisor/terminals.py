@@ -20,7 +20,7 @@ from protocol import ErrorCode, SupervisorError
 
 from . import proctree
 from .clock import timestamp
-from .processes import Exit, signal_marked
+from .processes import Exit, signal_marked, wait_all_or_hurry
 from .ptys import Pty
 from .pumps import Pumps
 from .reaper import Reaper
@@ -222,15 +222,14 @@ class TerminalTable:
         terminal.signal_session(signal.SIGKILL)
         await terminal.finished.wait()
 
-    async def terminate_all(self, grace: float) -> None:
-        """Hang up every running terminal, SIGKILL what is left after `grace`."""
+    async def terminate_all(self, grace: float, hurry: trio.Event) -> None:
+        """Hang up every running terminal, SIGKILL what is left after `grace` (or at once
+        when `hurry` is set)."""
         running = [t for t in self.registry if not t.finished.is_set()]
         marked = proctree.marked_processes(MARKER)
         for terminal in running:
             terminal.signal_session(signal.SIGHUP, marked)
-        with trio.move_on_after(grace):
-            for terminal in running:
-                await terminal.finished.wait()
+        await wait_all_or_hurry([t.finished for t in running], grace, hurry)
         marked = proctree.marked_processes(MARKER)
         for terminal in self.registry:
             if not terminal.finished.is_set():

@@ -21,12 +21,13 @@ class Keyboard:
     def __init__(self, argv: list[str], rows: int = 30, cols: int = 100) -> None:
         self.pty = ptyprocess.PtyProcess.spawn(argv, dimensions=(rows, cols))
         self.seen = b""
+        self._consumed = 0  # expect() looks only after the previous match, like expect(1)
 
     def type(self, keys: bytes) -> None:
         self.pty.write(keys)
 
     def expect(self, pattern: bytes, timeout: float = 15.0) -> re.Match[bytes]:
-        start = len(self.seen)
+        start = self._consumed
         regex = re.compile(pattern)
         deadline = time.monotonic() + timeout
         while (match := regex.search(self.seen, start)) is None:
@@ -38,6 +39,7 @@ class Keyboard:
                     self.seen += self.pty.read(65536)
                 except EOFError:
                     assert regex.search(self.seen, start), f"ended without {pattern!r}"
+        self._consumed = match.end()
         return match
 
     def exit_code(self) -> int:

@@ -122,7 +122,7 @@ async def test_sigterm_stops_cleanly_and_removes_the_socket() -> None:
         await c.call("runtime.ping")
         assert d.stop(signal.SIGTERM) == 0
     assert not Path(d.socket).exists()  # noqa: ASYNC240 - the daemon has exited
-    assert "received SIGTERM: shutting down" in d.log_text()
+    assert "shutting down: received SIGTERM" in d.log_text()
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         assert d.tcp is not None
