@@ -9,6 +9,7 @@ field, e.g. `argv[0]` or `env.PATH`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -34,19 +35,29 @@ def parse(cls: type[T], raw: object, *, where: str = "params") -> T:
     """
     if not isinstance(raw, Mapping):
         raise invalid(where, f"expected a map, got {_type_name(raw)}")
-    hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
-    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
-        path = field.name if where == "params" else f"{where}.{field.name}"
-        if field.name in raw:
-            values[field.name] = _convert(hints[field.name], raw[field.name], path)
-        elif field.default is _MISSING and field.default_factory is _MISSING:
+    for name, tp, required in _fields(cls):  # type: ignore[arg-type]  # classes are hashable
+        path = name if where == "params" else f"{where}.{name}"
+        if name in raw:
+            values[name] = _convert(tp, raw[name], path)
+        elif required:
             raise invalid(path, "is required")
     obj = cls(**values)
     validate = getattr(obj, "validate", None)
     if validate is not None:
         validate()
     return obj
+
+
+@functools.cache
+def _fields(cls: type[Any]) -> tuple[tuple[str, Any, bool], ...]:
+    """(name, type, required) of each field. Resolving string annotations is slow, and it is
+    done once per class, not once per message."""
+    hints = typing.get_type_hints(cls)
+    return tuple(
+        (f.name, hints[f.name], f.default is _MISSING and f.default_factory is _MISSING)
+        for f in dataclasses.fields(cls)
+    )
 
 
 def _type_name(value: object) -> str:

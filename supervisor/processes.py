@@ -20,9 +20,9 @@ import trio
 from protocol import ErrorCode
 
 from . import proctree
-from .clock import timestamp
+from .outcome import Exit, Outcome
 from .pumps import Pumps
-from .reaper import ExitStatus, Reaper
+from .reaper import Reaper
 from .registry import Kind, Registry
 from .ringlog import RingLog
 from .spawn import MARKER, Launch, pipe_stdio, spawn
@@ -48,16 +48,6 @@ class ProcessSettings:
     read_size: int = 64 * 1024
 
 
-@dataclass(frozen=True)
-class Exit:
-    code: int
-    signal: int | None
-    timed_out: bool
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"code": self.code, "signal": self.signal, "timed_out": self.timed_out}
-
-
 def signal_marked(
     resource_id: str, signum: int, marked: Marked, *, skip_pgid: int = -1, skip_sid: int = -1
 ) -> int:
@@ -74,7 +64,7 @@ def signal_marked(
     return delivered
 
 
-class Process:
+class Process(Outcome):
     def __init__(
         self,
         pid: int,
@@ -84,45 +74,26 @@ class Process:
         timeout: float | None,
         kill_grace: float,
     ) -> None:
+        super().__init__(ring)
         self.id = process_id
         self.pid = pid
         self.pgid = pid  # setsid made the child the leader of a new session and group
         self.launch = launch
-        self.log = ring
         self.timeout = timeout
         self.kill_grace = kill_grace
-        self.started_at = timestamp()
-        self.ended_at: str | None = None
-        self.exit: Exit | None = None
-        self.error: dict[str, str] | None = None
         self.timed_out = False
         self.group_settled = trio.Event()
-        self.finished = trio.Event()
-
-    @property
-    def state(self) -> str:
-        if self.exit is not None:
-            return "exited"
-        if self.error is not None:
-            return "error"
-        return "running"
 
     def snapshot(self) -> dict[str, Any]:
-        snap: dict[str, Any] = {
+        return {
             "id": self.id,
             "pid": self.pid,
             "state": self.state,
             "command": self.launch.argv,
             "cwd": self.launch.cwd,
             "started_at": self.started_at,
+            **self.outcome_fields(),
         }
-        if self.ended_at is not None:
-            snap["ended_at"] = self.ended_at
-        if self.exit is not None:
-            snap["exit"] = self.exit.to_wire()
-        if self.error is not None:
-            snap["error"] = self.error
-        return snap
 
     def signal_tree(self, signum: int, marked: Marked | None = None) -> int:
         """Send `signum` to the process group and to every marked escapee; count deliveries.
@@ -146,18 +117,6 @@ class Process:
             marked = proctree.marked_processes(MARKER)
         skip = -1 if settled else self.pgid
         return delivered + signal_marked(self.id, signum, marked, skip_pgid=skip)
-
-    def finish(self, status: ExitStatus) -> None:
-        self.exit = Exit(status.code, status.signal, self.timed_out)
-        self.ended_at = timestamp()
-        self.log.close({"type": "terminal", "state": "exited", "exit": self.exit.to_wire()})
-        self.finished.set()
-
-    def fail(self, code: str, message: str) -> None:
-        self.error = {"code": code, "message": message}
-        self.ended_at = timestamp()
-        self.log.close({"type": "terminal", "state": "error", "error": self.error})
-        self.finished.set()
 
 
 async def wait_group_empty(pgid: int) -> None:
@@ -259,7 +218,7 @@ class ProcessTable:
         finally:
             os.close(out_r)
             os.close(err_r)
-        process.finish(status)
+        process.finish(Exit(status.code, status.signal, process.timed_out))
         log.info("%s exited: %s", process.id, process.exit)
         self.registry.retire(process.id)
 

@@ -149,7 +149,6 @@ class Server:
                 await channel.aclose()
 
     async def _handshake(self, conn: ServerConnection, channel: MessageChannel) -> Accepted | None:
-        raw = None
         with trio.move_on_after(self.settings.handshake_timeout):
             raw = await channel.receive()
             if raw is None:

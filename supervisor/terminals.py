@@ -19,8 +19,8 @@ import trio
 from protocol import ErrorCode, SupervisorError
 
 from . import proctree
-from .clock import timestamp
-from .processes import Exit, signal_marked, wait_all_or_hurry
+from .outcome import Exit, Outcome
+from .processes import signal_marked, wait_all_or_hurry
 from .ptys import Pty
 from .pumps import Pumps
 from .reaper import Reaper
@@ -50,31 +50,22 @@ class TerminalSettings:
     terminate_grace: float = 2.0
 
 
-class Terminal:
+class Terminal(Outcome):
     def __init__(self, terminal_id: str, pid: int, launch: Launch, pty: Pty, ring: RingLog):
+        super().__init__(ring)
         self.id = terminal_id
         self.pid = pid
         self.launch = launch
         self.pty = pty
-        self.log = ring
         self.cols, self.rows = pty.size()
-        self.started_at = timestamp()
-        self.ended_at: str | None = None
-        self.exit: Exit | None = None
-        self.error: dict[str, str] | None = None
-        self.finished = trio.Event()
         self._write_lock = trio.Lock()
 
     @property
     def status(self) -> str:
-        if self.exit is not None:
-            return "exited"
-        if self.error is not None:
-            return "error"
-        return "running"
+        return self.state
 
     def snapshot(self) -> dict[str, Any]:
-        snap: dict[str, Any] = {
+        return {
             "id": self.id,
             "pid": self.pid,
             "command": self.launch.argv,
@@ -83,14 +74,8 @@ class Terminal:
             "rows": self.rows,
             "status": self.status,
             "started_at": self.started_at,
+            **self.outcome_fields(),
         }
-        if self.ended_at is not None:
-            snap["ended_at"] = self.ended_at
-        if self.exit is not None:
-            snap["exit"] = self.exit.to_wire()
-        if self.error is not None:
-            snap["error"] = self.error
-        return snap
 
     # -- control --------------------------------------------------------------------------
 
@@ -147,18 +132,6 @@ class Terminal:
         if marked is None:
             marked = proctree.marked_processes(MARKER)
         return delivered + signal_marked(self.id, signum, marked, skip_sid=self.pid)
-
-    def finish(self, exit: Exit) -> None:
-        self.exit = exit
-        self.ended_at = timestamp()
-        self.log.close({"type": "terminal", "state": "exited", "exit": exit.to_wire()})
-        self.finished.set()
-
-    def fail(self, code: str, message: str) -> None:
-        self.error = {"code": code, "message": message}
-        self.ended_at = timestamp()
-        self.log.close({"type": "terminal", "state": "error", "error": self.error})
-        self.finished.set()
 
 
 class TerminalTable:

@@ -1,0 +1,464 @@
+"""The benchmark suite: a real daemon against the machine's own floor, measured in one run.
+
+    .venv/bin/python bench/run.py              # full sizes: prints a table, writes JSON
+    .venv/bin/python bench/run.py --smoke      # tiny sizes, for the test suite
+
+Every figure comes with a baseline measured in the same run (where the issue names one) and
+the ratio to it; latencies are medians and p99 over repeated rounds. Benchmarks are not
+tests: only the smoke mode runs in CI, so the suite cannot rot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from protocol import encode_frame
+from supervisor.client import Client, open_client
+from supervisor.transport import StreamChannel
+
+PY = sys.executable
+
+
+@dataclass
+class Figure:
+    name: str
+    value: float
+    unit: str
+    baseline: float | None = None
+    target: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline in (None, 0):
+            return None
+        return self.value / self.baseline  # type: ignore[operator]
+
+
+@dataclass
+class Sizes:
+    rounds: int
+    capture_bytes: int
+    delivery_bytes: int
+    sleepers: int
+    idle_seconds: float
+    terminal_bytes: int
+
+
+FULL = Sizes(rounds=500, capture_bytes=1 << 30, delivery_bytes=256 << 20, sleepers=1000,
+             idle_seconds=30.0, terminal_bytes=64 << 20)  # fmt: skip
+SMOKE = Sizes(rounds=20, capture_bytes=4 << 20, delivery_bytes=2 << 20, sleepers=20,
+              idle_seconds=0.5, terminal_bytes=1 << 20)  # fmt: skip
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def ms(seconds: list[float]) -> tuple[float, float]:
+    return statistics.median(seconds) * 1000, pct(seconds, 0.99) * 1000
+
+
+class Daemon:
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="bench-", dir="/tmp"))
+        self.address = f"unix:{self.dir}/d.sock"
+        self.proc = subprocess.Popen(
+            [PY, "-m", "supervisor", "serve", "--listen", self.address,
+             "--workspace", str(self.dir / "ws"), "--log-level", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while not (self.dir / "d.sock").exists():
+            assert time.monotonic() < deadline, "daemon did not start"
+            time.sleep(0.01)
+        self.ps = psutil.Process(self.proc.pid)
+
+    def cpu(self) -> float:
+        times = self.ps.cpu_times()
+        return float(times.user + times.system)
+
+    def rss(self) -> int:
+        return int(self.ps.memory_info().rss)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+# -- baselines ------------------------------------------------------------------------------
+
+
+def spawn_wait_true() -> float:
+    started = time.perf_counter()
+    pid = os.posix_spawn("/bin/true", ["true"], os.environ)
+    os.waitpid(pid, 0)
+    return time.perf_counter() - started
+
+
+def spawn_rate(concurrency: int, seconds: float) -> float:
+    """posix_spawn + waitpid per second with `concurrency` worker processes."""
+    code = (
+        "import os, time, sys\n"
+        "end = time.monotonic() + float(sys.argv[1]); n = 0\n"
+        "while time.monotonic() < end:\n"
+        "    os.waitpid(os.posix_spawn('/bin/true', ['true'], os.environ), 0); n += 1\n"
+        "print(n)\n"
+    )
+    workers = [
+        subprocess.Popen([PY, "-c", code, str(seconds)], stdout=subprocess.PIPE, text=True)
+        for _ in range(concurrency)
+    ]
+    total = sum(int(w.communicate()[0]) for w in workers)
+    return total / seconds
+
+
+def writer_argv(total: int, chunk: int = 1 << 20) -> list[str]:
+    return [
+        PY,
+        "-c",
+        f"import os\nb = bytes({chunk})\nfor _ in range({total // chunk}): os.write(1, b)",
+    ]
+
+
+async def bare_trio_capture(total: int) -> float:
+    """The same writer, read by a bare trio loop in this process: the floor for capture."""
+    r, w = os.pipe()
+    pid = os.posix_spawn(  # noqa: ASYNC221 - the bare baseline: one quick spawn
+        PY, writer_argv(total), os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, w, 1)]
+    )
+    os.close(w)
+    stream = trio.lowlevel.FdStream(r)
+    started = time.perf_counter()
+    while await stream.receive_some(1 << 20):
+        pass
+    elapsed = time.perf_counter() - started
+    await stream.aclose()
+    os.waitpid(pid, 0)  # noqa: ASYNC222 - the writer has closed its end: it is exiting
+    return total / elapsed
+
+
+def shell_pipe_rate(total: int) -> float:
+    started = time.perf_counter()
+    subprocess.run(["sh", "-c", f"head -c {total} /dev/zero | cat > /dev/null"], check=True)
+    return total / (time.perf_counter() - started)
+
+
+async def bare_echo_rtt(rounds: int) -> list[float]:
+    """A bare trio echo server and client on a Unix socket, with the same frames."""
+    path = tempfile.mktemp(prefix="echo-", dir="/tmp")
+    listener_sock = trio.socket.socket(socket.AF_UNIX)
+    await listener_sock.bind(path)
+    listener_sock.listen()
+    listener = trio.SocketListener(listener_sock)
+    frame = encode_frame({"type": "request", "id": 1, "method": "runtime.ping", "params": {}})
+    reply = encode_frame({"type": "response", "id": 1, "result": {"instance": "0" * 16}})
+    samples = []
+    async with trio.open_nursery() as nursery:
+
+        async def serve() -> None:
+            stream = await listener.accept()
+            channel = StreamChannel(stream, 1 << 24)
+            while await channel.receive() is not None:
+                await stream.send_all(reply)
+
+        nursery.start_soon(serve)
+        client = StreamChannel(await trio.open_unix_socket(path), 1 << 24)
+        for _ in range(rounds):
+            started = time.perf_counter()
+            await client.stream.send_all(frame)
+            await client.receive()
+            samples.append(time.perf_counter() - started)
+        await client.aclose()
+        nursery.cancel_scope.cancel()
+    os.unlink(path)
+    return samples
+
+
+def bare_pty_echo(rounds: int) -> list[float]:
+    import pty
+    import tty
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv("/bin/cat", ["cat"])
+    tty.setraw(fd)
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        os.write(fd, b"x")
+        os.read(fd, 16)
+        samples.append(time.perf_counter() - started)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    os.close(fd)
+    return samples
+
+
+def bare_pty_throughput(total: int) -> float:
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv("/usr/bin/head", ["head", "-c", str(total), "/dev/zero"])
+    got, started = 0, time.perf_counter()
+    try:
+        while got < total:
+            data = os.read(fd, 1 << 16)
+            if not data:
+                break
+            got += len(data)
+    except OSError:
+        pass
+    elapsed = time.perf_counter() - started
+    os.waitpid(pid, 0)
+    os.close(fd)
+    return got / elapsed
+
+
+# -- daemon figures -------------------------------------------------------------------------
+
+
+async def exec_latency(c: Client, rounds: int) -> list[float]:
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        p = await c.process.exec(["/bin/true"])
+        await c.process.wait_exit(p["id"])
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+async def exec_rate(address: str, concurrency: int, seconds: float) -> float:
+    count = 0
+    async with trio.open_nursery() as nursery:
+        end = trio.current_time() + seconds
+
+        async def worker() -> None:
+            nonlocal count
+            async with open_client(address) as c:
+                while trio.current_time() < end:
+                    p = await c.process.exec(["/bin/true"])
+                    await c.process.wait_exit(p["id"])
+                    count += 1
+
+        for _ in range(concurrency):
+            nursery.start_soon(worker)
+    return count / seconds
+
+
+async def burst_ack(c: Client, n: int) -> float:
+    started = time.perf_counter()
+    ids: list[str] = []
+    async with trio.open_nursery() as nursery:
+
+        async def one() -> None:
+            ids.append((await c.process.exec(["/bin/true"]))["id"])
+
+        for _ in range(n):
+            nursery.start_soon(one)
+    elapsed = time.perf_counter() - started
+    for process_id in ids:
+        await c.process.wait_exit(process_id)
+    return elapsed
+
+
+async def capture(c: Client, d: Daemon, total: int) -> tuple[float, float, int]:
+    rss_before, cpu_before = d.rss(), d.cpu()
+    started = time.perf_counter()
+    p = await c.process.exec(writer_argv(total))
+    await c.process.wait_exit(p["id"])
+    elapsed = time.perf_counter() - started
+    return total / elapsed, (d.cpu() - cpu_before) / (total / 1e9), d.rss() - rss_before
+
+
+async def delivery(c: Client, total: int) -> tuple[float, bool]:
+    p = await c.process.exec(writer_argv(total), flow="block")
+    got = 0
+    lost = False
+    started = time.perf_counter()
+    async with c.process.logs(p["id"], follow=True) as events:
+        async for event in events:
+            if event["type"] == "stdout":
+                got += len(event["data"])
+            lost |= event["type"] == "truncated"
+    return got / (time.perf_counter() - started), lost or got != total
+
+
+async def ping_rtt(c: Client, rounds: int) -> list[float]:
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        await c.call("runtime.ping")
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+async def handshake(address: str, rounds: int) -> list[float]:
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        async with open_client(address):
+            samples.append(time.perf_counter() - started)
+    return samples
+
+
+async def port_readiness(c: Client, d: Daemon, rounds: int) -> tuple[list[float], float]:
+    samples, cpu = [], []
+    for _ in range(rounds):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        gate = d.dir / f"gate-{port}"
+        os.mkfifo(gate)
+        code = (
+            f"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {port}));"
+            f"open({str(gate)!r}).read(); s.listen(); t = time.perf_counter(); "
+            "print(repr(t), flush=True); time.sleep(60)"
+        )
+        p = await c.process.exec([PY, "-c", code])
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, gate.write_text, "go")
+            cpu_before = d.cpu()
+            waited = trio.current_time()
+            await c.process.wait_port(p["id"], port)
+            waited = trio.current_time() - waited
+            cpu.append((d.cpu() - cpu_before) / max(waited, 1e-6))
+        listened = float((await c.process.wait_log(p["id"], r"\d+\.\d+"))["match"])
+        samples.append(time.perf_counter() - listened)
+        await c.process.kill(p["id"], 9)
+    return samples, statistics.median(cpu)
+
+
+async def terminal_echo(c: Client, rounds: int) -> list[float]:
+    t = await c.terminal.create(["sh", "-c", "stty raw -echo; exec cat"])
+    samples = []
+    async with c.terminal.output(t["id"], follow=True, replay=False) as events:
+        for _ in range(rounds):
+            started = time.perf_counter()
+            await c.terminal.write(t["id"], b"x")
+            async for event in events:
+                if event["type"] == "data" and b"x" in event["data"]:
+                    break
+            samples.append(time.perf_counter() - started)
+    await c.terminal.terminate(t["id"])
+    return samples
+
+
+async def terminal_throughput(c: Client, total: int) -> float:
+    started = time.perf_counter()
+    t = await c.terminal.create(["head", "-c", str(total), "/dev/zero"])
+    await c.terminal.wait_exit(t["id"])
+    return total / (time.perf_counter() - started)
+
+
+async def sleepers(c: Client, d: Daemon, n: int) -> tuple[int, list[float]]:
+    ids = [(await c.process.exec(["sleep", "600"]))["id"] for _ in range(n)]
+    rss = d.rss()
+    samples = []
+    for _ in range(20):
+        started = time.perf_counter()
+        await c.process.list()
+        samples.append(time.perf_counter() - started)
+    for process_id in ids:
+        await c.process.kill(process_id, 9)
+    return rss, samples
+
+
+async def main(sizes: Sizes) -> list[Figure]:
+    d = Daemon()
+    figures: list[Figure] = []
+    add = figures.append
+    try:
+        # First, a fresh daemon left alone: it must cost (almost) nothing.
+        cpu_before = d.cpu()
+        await trio.sleep(sizes.idle_seconds)
+        idle_cpu = (d.cpu() - cpu_before) / sizes.idle_seconds * 100
+        add(Figure("idle: CPU", idle_cpu, "%", None, "<= 0.1 %"))
+        add(Figure("idle: RSS", d.rss() / 2**20, "MiB", None, "<= 40 MiB"))
+        async with open_client(d.address) as c:
+            base = [spawn_wait_true() for _ in range(sizes.rounds)]
+            p50, p99 = ms(await exec_latency(c, sizes.rounds))
+            b50, _ = ms(base)
+            add(Figure("exec true + wait_exit p50", p50, "ms", b50, "<= 1.0 ms, <= 2.0x"))
+            add(Figure("exec true + wait_exit p99", p99, "ms", None, "<= 3 ms"))
+            seconds = 0.5 if sizes is SMOKE else 5.0
+            for n in (2, 8):
+                rate = await exec_rate(d.address, n, seconds)
+                add(Figure(f"execs/s, {n} clients", rate, "/s", spawn_rate(n, seconds), ">= 0.6x"))
+            add(Figure("100 execs at once: all acked", await burst_ack(c, 100) * 1000, "ms",
+                       None, "<= 50 ms"))  # fmt: skip
+            rate, cpu_per_gb, growth = await capture(c, d, sizes.capture_bytes)
+            add(Figure("capture (1 MiB writes, 64 KiB pipe)", rate / 1e9, "GB/s",
+                       await bare_trio_capture(sizes.capture_bytes) / 1e9, ">= 2 GB/s, >= 0.5x",
+                       {"cpu_s_per_gb": cpu_per_gb, "shell_pipe_gbps":
+                        shell_pipe_rate(sizes.capture_bytes) / 1e9}))  # fmt: skip
+            add(Figure("capture, no reader: RSS growth", growth / 2**20, "MiB", None,
+                       "<= ring (1 MiB) + 20 MiB"))  # fmt: skip
+            rate, lost = await delivery(c, sizes.delivery_bytes)
+            add(Figure("delivery, flow block", rate / 2**20, "MiB/s", None, ">= 500 MiB/s",
+                       {"lost": lost}))  # fmt: skip
+            p50, _ = ms(await ping_rtt(c, sizes.rounds))
+            e50, _ = ms(await bare_echo_rtt(sizes.rounds))
+            add(Figure("runtime.ping p50", p50, "ms", e50, "<= 2x"))
+            h50, _ = ms(await handshake(d.address, min(sizes.rounds, 200)))
+            add(Figure("handshake p50", h50, "ms", None, "<= 0.3 ms"))
+            samples, cpu = await port_readiness(c, d, min(sizes.rounds, 50))
+            add(Figure("port readiness p50", ms(samples)[0], "ms", None, "<= 5 ms",
+                       {"daemon_cpu_while_waiting": cpu}))  # fmt: skip
+            p50, _ = ms(await terminal_echo(c, sizes.rounds))
+            add(Figure("terminal echo p50", p50, "ms", ms(bare_pty_echo(sizes.rounds))[0],
+                       "<= 1 ms"))  # fmt: skip
+            add(Figure("terminal throughput", await terminal_throughput(c, sizes.terminal_bytes)
+                       / 2**20, "MiB/s", bare_pty_throughput(sizes.terminal_bytes) / 2**20,
+                       ">= 0.7x"))  # fmt: skip
+            rss, samples = await sleepers(c, d, sizes.sleepers)
+            add(Figure(f"{sizes.sleepers} sleeping processes: RSS", rss / 2**20, "MiB", None,
+                       "<= 150 MiB"))  # fmt: skip
+            add(Figure(f"process.list of {sizes.sleepers}", ms(samples)[0], "ms", None,
+                       "<= 20 ms"))  # fmt: skip
+    finally:
+        d.stop()
+    return figures
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (for the tests)")
+    parser.add_argument("--json", type=Path, default=Path("bench/results/latest.json"))
+    args = parser.parse_args()
+    figures = trio.run(main, SMOKE if args.smoke else FULL)
+    report(figures, args.json)
+
+
+def report(figures: list[Figure], out: Path | None) -> None:
+    print(f"{'figure':<42} {'value':>10} {'unit':<6} {'baseline':>10} {'ratio':>7}  target")
+    for f in figures:
+        baseline = "" if f.baseline is None else f"{f.baseline:.3f}"
+        ratio = "" if f.ratio is None else f"{f.ratio:.2f}x"
+        print(f"{f.name:<42} {f.value:>10.3f} {f.unit:<6} {baseline:>10} {ratio:>7}  {f.target}")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps([asdict(f) | {"ratio": f.ratio} for f in figures], indent=2))
+        print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    cli()
