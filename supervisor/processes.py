@@ -132,7 +132,7 @@ async def wait_group_empty(pgid: int) -> None:
             return
         except PermissionError:
             pass  # a member changed user: it exists
-        members = proctree.live_group_members(pgid)
+        members = proctree.live_members(pgid=pgid)
         if not members:
             return  # only zombies left, which their parents will reap
         fds = []

@@ -33,22 +33,15 @@ def _pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def live_group_members(pgid: int) -> list[int]:
-    """Pids in process group `pgid` that have not exited (zombies do not count)."""
+def live_members(*, pgid: int | None = None, sid: int | None = None) -> list[int]:
+    """Pids in process group `pgid` (or session `sid`) that have not exited; zombies, which
+    their parents will reap, do not count."""
     members = []
     for pid in _pids():
         info = _read_stat(pid)
-        if info is not None and info.pgid == pgid and info.state not in ("Z", "X"):
-            members.append(pid)
-    return members
-
-
-def live_session_members(sid: int) -> list[int]:
-    """Pids in session `sid` that have not exited."""
-    members = []
-    for pid in _pids():
-        info = _read_stat(pid)
-        if info is not None and info.sid == sid and info.state not in ("Z", "X"):
+        if info is None or info.state in ("Z", "X"):
+            continue
+        if (pgid is not None and info.pgid == pgid) or (sid is not None and info.sid == sid):
             members.append(pid)
     return members
 

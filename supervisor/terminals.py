@@ -125,7 +125,7 @@ class Terminal(Outcome):
     def signal_session(self, signum: int, marked: proctree.Marked | None = None) -> int:
         """Send `signum` to every process of the terminal's session and to marked escapees."""
         delivered = 0
-        for pid in proctree.live_session_members(self.pid):
+        for pid in proctree.live_members(sid=self.pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
                 delivered += 1
