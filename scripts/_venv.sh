@@ -17,6 +17,7 @@ fi
 stamp=".venv/.installed-$1"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$1]"
+    # The build backend's deprecation warnings are noise to a user; errors still show.
+    PYTHONWARNINGS=ignore .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$1]"
     touch "$stamp"
 fi
