@@ -182,6 +182,7 @@ def test_negative_control_a_pid1_that_does_not_reap_leaves_zombies() -> None:
 
 def test_subreaper_mode_reaps_100_orphans(daemon: Daemon) -> None:
     assert "not PID 1: became a child subreaper" in daemon.log_text()
+
     async def run() -> None:
         async with open_client(daemon.unix) as c:
             p = await c.process.exec(["sh", "-c", ORPHANS])
