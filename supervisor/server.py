@@ -38,6 +38,9 @@ class ServerSettings:
     send_buffer: int = 64
     #: How long a closing connection may take to flush its last frames.
     close_grace: float = 1.0
+    #: Requests one connection may have in flight; more are refused with TOO_MANY_REQUESTS,
+    #: so a client that pipelines without limit cannot grow the daemon's memory without limit.
+    max_in_flight: int = 1024
 
 
 @dataclass
@@ -193,6 +196,15 @@ class Server:
                 return
             message = session.conn.receive(raw)
             if isinstance(message, Request):
+                if len(session.active) >= self.settings.max_in_flight:
+                    refused = SupervisorError(
+                        ErrorCode.TOO_MANY_REQUESTS,
+                        f"at most {self.settings.max_in_flight} requests may be in flight "
+                        "on one connection",
+                        {"max_in_flight": self.settings.max_in_flight},
+                    )
+                    await session.outbox.send(session.conn.response(message.id, error=refused))
+                    continue
                 # Registered before the task runs, so an immediate cancel finds it.
                 active = _Active(trio.CancelScope())
                 session.active[message.id] = active

@@ -245,3 +245,24 @@ async def test_100_concurrent_connections(address: str, daemon: Daemon) -> None:
                 nursery.start_soon(one)
     assert len(done) == 100
     await assert_still_answers(daemon)
+
+
+async def test_requests_in_flight_are_bounded_per_connection(daemon: Daemon) -> None:
+    """Beyond 1,024 in flight, a request is refused at once; the connection stays usable."""
+    async with open_client(daemon.unix) as c:
+        p = await c.process.exec(["sleep", "300"])
+        peer = await RawPeer.connect(daemon.unix)
+        await peer.handshake()
+        wait = {"type": "request", "method": "process.wait_exit", "params": {"id": p["id"]}}
+        await peer.send(b"".join(encode_frame({**wait, "id": i}) for i in range(1030)))
+        refused = [await peer.read_one() for _ in range(6)]
+        assert all(r["error"]["code"] == "TOO_MANY_REQUESTS" for r in refused)
+        assert {r["id"] for r in refused} == set(range(1024, 1030))
+        assert refused[0]["error"]["context"] == {"max_in_flight": 1024}
+        # Still usable: once one finishes, a new request is served.
+        await peer.send(encode_frame({"type": "cancel", "id": 0}))
+        assert (await peer.read_one())["error"]["code"] == "CANCELLED"
+        await peer.send(encode_frame({"type": "request", "id": 5000, "method": "runtime.ping"}))
+        assert (await peer.read_one())["id"] == 5000
+        await peer.aclose()
+        await c.process.kill(p["id"], 9)
