@@ -46,12 +46,6 @@ def local_size() -> tuple[int, int]:
     return 80, 24
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 class _Session:
     def __init__(self, client: Client, terminal_id: str, cursor: str | None) -> None:
         self.client = client
@@ -66,7 +60,8 @@ class _Session:
             async for event in events:
                 self.cursor = event.get("cursor", self.cursor)
                 if event["type"] == "data":
-                    _write_all(1, event["data"])
+                    sys.stdout.buffer.write(event["data"])
+                    sys.stdout.buffer.flush()
                 elif event["type"] == "terminal":
                     self.exit = event.get("exit")
                     self.ended = True

@@ -9,7 +9,9 @@ import functools
 import logging
 import os
 import signal
+import sys
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 import trio
 
@@ -89,21 +91,20 @@ def read_token(token_file: str | None) -> str | None:
     return from_env or None
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+def _emit(out: BinaryIO, data: bytes) -> None:
+    out.write(data)
+    out.flush()
 
 
 async def _tee(process: Process) -> None:
     """Copy the main command's output to the daemon's own stdout and stderr (what `docker
     logs` shows). Writes happen in a worker thread: a slow reader of our stdout must not stall
     the event loop."""
-    fds = {"stdout": 1, "stderr": 2}
+    outputs = {"stdout": sys.stdout.buffer, "stderr": sys.stderr.buffer}
     with process.log.reader(0, follow=True) as reader:
         while (item := await reader.next()) is not None:
             if isinstance(item, Chunk):
-                await trio.to_thread.run_sync(_write_all, fds[item.stream], item.data)
+                await trio.to_thread.run_sync(_emit, outputs[item.stream], item.data)
 
 
 def _start_main(

@@ -120,14 +120,16 @@ def register(methods: Methods, watch: ListenerWatch, processes: Registry[Process
     async def port_watch(params: NoParams, call: Call) -> dict[str, Any]:
         with watch.subscribe(fast=False):
             seen: frozenset[Listener] = frozenset()
+            current = watch.refresh()
             while True:
-                current = watch.refresh()
                 for listener in sorted(current - seen):
                     await call.send_event({"type": "listening", **_event(listener)})
                 for listener in sorted(seen - current):
                     await call.send_event({"type": "closed", **_event(listener)})
                 seen = current
-                await watch.wait_change()
+                if watch.snapshot == seen:  # a change while we were sending is not missed
+                    await watch.wait_change()
+                current = watch.snapshot
 
     methods.add("process.wait_port", ProcessWaitPortParams, process_wait_port)
     methods.add("port.wait", PortWaitParams, port_wait)

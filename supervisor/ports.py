@@ -61,13 +61,14 @@ class ListenerWatch:
         await self._changed.wait()
 
     async def wait_listening(self, port: int) -> list[Listener]:
-        """The listeners on `port`, as soon as there is one (checked at once, then polled)."""
+        """The listeners on `port`, as soon as there is one: checked at once, then on each
+        change the poller reports (it has just read the table; no second read here)."""
         with self.subscribe(fast=True):
-            while True:
-                found = [listener for listener in self.refresh() if listener.port == port]
-                if found:
-                    return found
+            current = self.refresh()
+            while not (found := [entry for entry in current if entry.port == port]):
                 await self.wait_change()
+                current = self.snapshot
+            return found
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The poller. Sleeps on an event while nobody is subscribed.

@@ -31,12 +31,6 @@ class Pty:
         """Set the window size; the kernel sends SIGWINCH to the foreground process group."""
         fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
-    def size(self) -> tuple[int, int]:
-        rows, cols, _, _ = struct.unpack(
-            "HHHH", fcntl.ioctl(self.master, termios.TIOCGWINSZ, b"\0" * 8)
-        )
-        return cols, rows
-
     def foreground_group(self) -> int:
         """The process group the terminal's line discipline would send Ctrl-C to."""
         return os.tcgetpgrp(self.master)

@@ -30,6 +30,8 @@ from .spawn import MARKER, Launch, spawn, terminal_stdio
 
 log = logging.getLogger(__name__)
 
+Size = tuple[int, int]  # (cols, rows)
+
 TERMINAL = Kind(
     "term",
     "terminal",
@@ -51,18 +53,16 @@ class TerminalSettings:
 
 
 class Terminal(Outcome):
-    def __init__(self, terminal_id: str, pid: int, launch: Launch, pty: Pty, ring: RingLog):
+    def __init__(
+        self, terminal_id: str, pid: int, launch: Launch, pty: Pty, ring: RingLog, size: Size
+    ) -> None:
         super().__init__(ring)
         self.id = terminal_id
         self.pid = pid
         self.launch = launch
         self.pty = pty
-        self.cols, self.rows = pty.size()
+        self.cols, self.rows = size
         self._write_lock = trio.Lock()
-
-    @property
-    def status(self) -> str:
-        return self.state
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -72,7 +72,7 @@ class Terminal(Outcome):
             "cwd": self.launch.cwd,
             "cols": self.cols,
             "rows": self.rows,
-            "status": self.status,
+            "status": self.state,  # terminals say "status" where processes say "state"
             "started_at": self.started_at,
             **self.outcome_fields(),
         }
@@ -160,7 +160,7 @@ class TerminalTable:
             pty.close()
             raise
         self.reaper.watch(pid)
-        terminal = Terminal(terminal_id, pid, launch, pty, RingLog(buffer_bytes))
+        terminal = Terminal(terminal_id, pid, launch, pty, RingLog(buffer_bytes), (cols, rows))
         self.registry.add(terminal_id, terminal)
         self._nursery.start_soon(self._supervise, terminal)
         log.info("started %s (pid %d): %s", terminal_id, pid, launch.argv)

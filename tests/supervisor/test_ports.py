@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -106,6 +107,35 @@ async def test_http_503_then_200(client: Client, daemon: Daemon) -> None:
             logs += event.get("data", b"")
     lines = logs.decode().splitlines()
     assert lines[-1] == f"/health?x=1 127.0.0.1:{port} 3"  # two 503s, then ready
+    await client.process.kill(p["id"], 9)
+
+
+async def test_http_attempts_are_interval_ms_apart_once_listening(client: Client) -> None:
+    """Readiness is noticed at once, but a listening server that says "not yet" is asked again
+    only after interval_ms: the daemon does not hammer it."""
+    port = free_port()
+    server = (
+        "import http.server, time\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        print(repr(time.monotonic()), flush=True)\n"
+        "        self.send_response(503); self.end_headers()\n"
+        "    def log_message(self, *a): pass\n"
+        f"http.server.HTTPServer(('127.0.0.1', {port}), H).serve_forever()\n"
+    )
+    p = await client.process.exec(py(server))
+    err = await error_of(
+        client.process.wait_port(p["id"], port, mode="http", interval_ms=200, timeout_ms=1100)
+    )
+    assert err.code == "PROCESS_READY_TIMEOUT"
+    logs = b""
+    async with client.process.logs(p["id"]) as events:
+        async for event in events:
+            logs += event.get("data", b"")
+    times = [float(line) for line in logs.split()]
+    assert len(times) >= 2  # it did keep asking
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert min(gaps) >= 0.19  # never sooner than interval_ms (lower bound: load only adds)
     await client.process.kill(p["id"], 9)
 
 

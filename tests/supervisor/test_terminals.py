@@ -230,11 +230,11 @@ async def test_invalid_terminal_cursors(client: Client) -> None:
     b = await client.call("terminal.create", {"argv": ["echo", "b"]})
     await client.call("terminal.wait_exit", {"id": a["id"]})
     for since in ["junk", f"{b['id']}:1", f"{a['id']}:99999"]:
-        err = await error_of(Screen_output(client, a["id"], since))
+        err = await error_of(read_output(client, a["id"], since))
         assert err.code == "INVALID_TERMINAL_CURSOR" and err.context["cursor"] == since
 
 
-async def Screen_output(client: Client, terminal_id: str, since: str) -> None:
+async def read_output(client: Client, terminal_id: str, since: str) -> None:
     async with client.stream("terminal.output", {"id": terminal_id, "since": since}) as ev:
         async for _ in ev:
             pass
