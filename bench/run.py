@@ -29,9 +29,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from protocol import SupervisorError, encode_frame
+from protocol import FrameDecoder, SupervisorError, encode_frame
 from supervisor.client import Client, open_client
-from supervisor.transport import StreamChannel
 
 PY = sys.executable
 
@@ -171,21 +170,30 @@ async def bare_echo_rtt(rounds: int) -> list[float]:
     listener = trio.SocketListener(listener_sock)
     frame = encode_frame({"type": "request", "id": 1, "method": "runtime.ping", "params": {}})
     reply = encode_frame({"type": "response", "id": 1, "result": {"instance": "0" * 16}})
+
+    async def receive(stream: trio.SocketStream, decoder: FrameDecoder) -> dict[str, Any] | None:
+        while (message := decoder.next_message()) is None:
+            data = await stream.receive_some(1 << 16)
+            if not data:
+                return None
+            decoder.feed(data)
+        return message
+
     samples = []
     async with trio.open_nursery() as nursery:
 
         async def serve() -> None:
             stream = await listener.accept()
-            channel = StreamChannel(stream, 1 << 24)
-            while await channel.receive() is not None:
+            decoder = FrameDecoder(1 << 24)
+            while await receive(stream, decoder) is not None:
                 await stream.send_all(reply)
 
         nursery.start_soon(serve)
-        client = StreamChannel(await trio.open_unix_socket(path), 1 << 24)
+        client, decoder = await trio.open_unix_socket(path), FrameDecoder(1 << 24)
         for _ in range(rounds):
             started = time.perf_counter()
-            await client.stream.send_all(frame)
-            await client.receive()
+            await client.send_all(frame)
+            await receive(client, decoder)
             samples.append(time.perf_counter() - started)
         await client.aclose()
         nursery.cancel_scope.cancel()

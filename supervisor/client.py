@@ -79,7 +79,6 @@ class Client:
         self._conn = conn
         self._pending: dict[int, _Pending] = {}
         self._failure: SupervisorError | None = None
-        self._send_lock = trio.Lock()
         self.process = ProcessCalls(self)
         self.env = EnvCalls(self)
         self.terminal = TerminalCalls(self)
@@ -156,11 +155,16 @@ class Client:
             # The reply may still come; the reader drops it.
 
     async def _send(self, frame: dict[str, Any]) -> None:
-        async with self._send_lock:
-            try:
-                await self._channel.send(frame)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                raise self._fail(transport_error("peer_closed", "connection lost")) from None
+        try:
+            await self._channel.send(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            raise self._fail(transport_error("peer_closed", "connection lost")) from None
+
+    async def _flush_loop(self) -> None:
+        try:
+            await self._channel.flush_forever()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            self._fail(transport_error("peer_closed", "connection lost"))
 
     def _fail(self, error: SupervisorError) -> SupervisorError:
         if self._failure is None:
@@ -204,7 +208,7 @@ class Client:
         pending.done.set()
 
 
-async def _connect(address: Address) -> trio.abc.Stream:
+async def _connect(address: Address) -> trio.SocketStream:
     try:
         if isinstance(address, UnixAddress):
             return await trio.open_unix_socket(address.path)
@@ -252,6 +256,7 @@ async def open_client(
         with _single_errors_unwrapped():
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(client._read_loop)
+                nursery.start_soon(client._flush_loop)
                 try:
                     yield client
                 finally:
@@ -279,6 +284,7 @@ def _single_errors_unwrapped() -> Iterator[None]:
 async def _handshake(channel: StreamChannel, conn: ClientConnection) -> Welcome:
     try:
         await channel.send(conn.hello())
+        await channel.flush()
         raw = await channel.receive()
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         raw = None

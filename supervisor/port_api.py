@@ -112,7 +112,7 @@ def register(methods: Methods, watch: ListenerWatch, processes: Registry[Process
             return await wait_ready(watch, params)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def port_list(params: NoParams, call: Call) -> list[dict[str, Any]]:
+    def port_list(params: NoParams) -> list[dict[str, Any]]:
         listeners = sorted(watch.refresh())
         owners = socket_owners({listener.inode for listener in listeners})
         return [_describe(listener, owners.get(listener.inode)) for listener in listeners]
@@ -133,7 +133,7 @@ def register(methods: Methods, watch: ListenerWatch, processes: Registry[Process
 
     methods.add("process.wait_port", ProcessWaitPortParams, process_wait_port)
     methods.add("port.wait", PortWaitParams, port_wait)
-    methods.add("port.list", NoParams, port_list)
+    methods.add_sync("port.list", NoParams, port_list)
     methods.add("port.watch", NoParams, port_watch)
 
 

@@ -131,7 +131,7 @@ def register(
     settings = table.settings
     registry = table.registry
 
-    async def exec_(params: ExecParams, call: Call) -> dict[str, Any]:
+    def exec_(params: ExecParams) -> dict[str, Any]:
         check_environment(params.env, ErrorCode.INVALID_PROCESS_ENVIRONMENT)
         cwd = resolve_cwd(params.cwd, settings.workspace, ErrorCode.INVALID_PROCESS_CWD)
         buffer_bytes = params.buffer_bytes or settings.buffer_bytes
@@ -147,14 +147,14 @@ def register(
         )
         return process.snapshot()
 
-    async def get(params: ProcessId, call: Call) -> dict[str, Any] | None:
+    def get(params: ProcessId) -> dict[str, Any] | None:
         process = registry.find(params.id)
         return None if process is None else process.snapshot()
 
-    async def list_(params: NoParams, call: Call) -> list[dict[str, Any]]:
+    def list_(params: NoParams) -> list[dict[str, Any]]:
         return [process.snapshot() for process in registry]
 
-    async def kill(params: KillParams, call: Call) -> dict[str, Any]:
+    def kill(params: KillParams) -> dict[str, Any]:
         process = registry.require(params.id, "kill")
         return {"delivered": process.signal_tree(params.signal)}
 
@@ -239,21 +239,21 @@ def register(
                     )
         raise AssertionError("a following reader ends only at End")  # pragma: no cover
 
-    async def env_set(params: EnvSetParams, call: Call) -> dict[str, Any]:
+    def env_set(params: EnvSetParams) -> dict[str, Any]:
         check_environment(params.vars, ErrorCode.INVALID_PROCESS_ENVIRONMENT)
         environment.overlay.update(params.vars)
         return {"vars": dict(environment.overlay)}
 
-    async def env_get(params: NoParams, call: Call) -> dict[str, Any]:
+    def env_get(params: NoParams) -> dict[str, Any]:
         return {"vars": dict(environment.overlay)}
 
-    methods.add("process.exec", ExecParams, exec_)
-    methods.add("process.get", ProcessId, get)
-    methods.add("process.list", NoParams, list_)
-    methods.add("process.kill", KillParams, kill)
+    methods.add_sync("process.exec", ExecParams, exec_)
+    methods.add_sync("process.get", ProcessId, get)
+    methods.add_sync("process.list", NoParams, list_)
+    methods.add_sync("process.kill", KillParams, kill)
     methods.add("process.logs", LogsParams, logs)
     methods.add("process.output", OutputParams, output)
     methods.add("process.wait_exit", WaitExitParams, wait_exit)
     methods.add("process.wait_log", WaitLogParams, wait_log)
-    methods.add("env.set", EnvSetParams, env_set)
-    methods.add("env.get", NoParams, env_get)
+    methods.add_sync("env.set", EnvSetParams, env_set)
+    methods.add_sync("env.get", NoParams, env_get)

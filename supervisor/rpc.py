@@ -2,6 +2,9 @@
 
 Handlers are `async def handler(params, call) -> result`. `params` is the method's schema
 dataclass, already validated; `call.send_event()` streams events before the final result.
+A method that never waits registers a plain `def handler(params) -> result` with `add_sync`:
+the server answers it inline, without a task, a cancel scope or a task switch (see the
+Performance section of the README).
 Handlers raise `SupervisorError` for failures the client should see; anything else is logged
 with its traceback and answered with a bare INTERNAL_ERROR.
 """
@@ -36,13 +39,15 @@ class Call:
 
 
 Handler = Callable[[P, Call], Awaitable[Any]]
+SyncHandler = Callable[[P], Any]
 
 
 @dataclass(frozen=True)
 class Method(Generic[P]):
     name: str
     params: type[P]
-    handler: Handler[P]
+    handler: Handler[P] | None = None
+    sync_handler: SyncHandler[P] | None = None
 
 
 @dataclass(frozen=True)
@@ -55,11 +60,30 @@ class Methods:
 
     def __init__(self) -> None:
         self._methods: dict[str, Method[Any]] = {}
+        self._sync: set[str] = set()
 
     def add(self, name: str, params: type[P], handler: Handler[P]) -> None:
-        if name in self._methods:
-            raise ValueError(f"method {name} is already registered")
-        self._methods[name] = Method(name, params, handler)
+        self._add(Method(name, params, handler=handler))
+
+    def add_sync(self, name: str, params: type[P], handler: SyncHandler[P]) -> None:
+        """A method whose handler never waits: answered inline, in the connection's reader."""
+        self._add(Method(name, params, sync_handler=handler))
+
+    def _add(self, method: Method[Any]) -> None:
+        if method.name in self._methods:
+            raise ValueError(f"method {method.name} is already registered")
+        self._methods[method.name] = method
+        if method.sync_handler is not None:
+            self._sync.add(method.name)
+
+    def answers_at_once(self, name: str) -> bool:
+        return name in self._sync
+
+    def answer(self, request: Request) -> Any:
+        """Run a sync method's handler (see `answers_at_once`)."""
+        method = self._methods[request.method]
+        assert method.sync_handler is not None
+        return method.sync_handler(parse(method.params, request.params))
 
     @property
     def names(self) -> list[str]:
@@ -78,6 +102,9 @@ class Methods:
                 {"method": request.method},
             )
         params = parse(method.params, request.params)
+        if method.handler is None:
+            assert method.sync_handler is not None
+            return method.sync_handler(params)
         return await method.handler(params, call)
 
 

@@ -14,7 +14,7 @@ from protocol import PROTOCOL_VERSIONS
 from . import SERVER_NAME
 from .addresses import Address
 from .clock import timestamp
-from .rpc import Call, Methods, NoParams
+from .rpc import Methods, NoParams
 
 
 @dataclass
@@ -49,11 +49,11 @@ class Runtime:
 
 
 def register(methods: Methods, runtime: Runtime) -> None:
-    async def ping(params: NoParams, call: Call) -> dict[str, Any]:
+    def ping(params: NoParams) -> dict[str, Any]:
         return {"instance": runtime.instance}
 
-    async def info(params: NoParams, call: Call) -> dict[str, Any]:
+    def info(params: NoParams) -> dict[str, Any]:
         return runtime.info()
 
-    methods.add("runtime.ping", NoParams, ping)
-    methods.add("runtime.info", NoParams, info)
+    methods.add_sync("runtime.ping", NoParams, ping)
+    methods.add_sync("runtime.info", NoParams, info)

@@ -34,8 +34,6 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ServerSettings:
     handshake_timeout: float = 10.0
-    #: Messages queued per connection before request tasks wait for the socket.
-    send_buffer: int = 64
     #: How long a closing connection may take to flush its last frames.
     close_grace: float = 1.0
     #: Requests one connection may have in flight; more are refused with TOO_MANY_REQUESTS,
@@ -54,7 +52,7 @@ class _Session:
     """The server's side of one open connection."""
 
     conn: ServerConnection
-    outbox: trio.MemorySendChannel[dict[str, Any]]
+    channel: MessageChannel
     active: dict[int, _Active] = field(default_factory=dict)
 
     draining: bool = False
@@ -65,14 +63,14 @@ class _Session:
             active.scope.cancel()
 
     def drain(self) -> None:
-        """Cancel every request; close the outbox once the last reply is queued."""
+        """Cancel every request; close the connection once the last reply is written."""
         self.draining = True
         self.cancel_all("shutdown")
         self.close_if_drained()
 
     def close_if_drained(self) -> None:
         if self.draining and not self.active:
-            self.outbox.close()
+            self.channel.close_when_flushed()
 
 
 class Server:
@@ -89,18 +87,16 @@ class Server:
 
     async def serve_listeners(
         self,
-        listeners: Sequence[trio.abc.Listener[trio.abc.Stream]],
+        listeners: Sequence[trio.SocketListener],
         *,
-        task_status: trio.TaskStatus[list[trio.abc.Listener[trio.abc.Stream]]] = (
-            trio.TASK_STATUS_IGNORED
-        ),
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = (trio.TASK_STATUS_IGNORED),
     ) -> None:
         """Accept on every listener until `shutdown()`; then let open connections finish.
 
         Cancellation: stops accepting and closes every connection at once.
         """
 
-        async def handle(stream: trio.abc.Stream) -> None:
+        async def handle(stream: trio.SocketStream) -> None:
             await self.serve_channel(StreamChannel(stream, self.policy.max_frame))
 
         with self._connections:
@@ -142,6 +138,7 @@ class Server:
             log.info("closing connection: %s", violation)
             with trio.move_on_after(self.settings.close_grace):
                 await channel.send(conn.error_frame(violation))
+                await channel.flush()
         except* (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the peer went away; nobody is left to answer
         except* Exception as group:
@@ -165,20 +162,19 @@ class Server:
         )
 
     async def _serve_open(self, conn: ServerConnection, channel: MessageChannel) -> None:
-        outbox, pending = trio.open_memory_channel[dict[str, Any]](self.settings.send_buffer)
-        session = _Session(conn, outbox)
+        session = _Session(conn, channel)
         self._sessions.add(session)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._write_loop, channel, pending)
+                nursery.start_soon(self._write_loop, channel)
                 try:
                     await self._read_loop(session, channel, nursery)
                 except ProtocolViolation as exc:
                     log.info("closing connection: %s", exc)
                     session.cancel_all("closing")
                     with trio.move_on_after(self.settings.close_grace):
-                        await outbox.send(conn.error_frame(exc))
-                    outbox.close()
+                        await channel.send(conn.error_frame(exc))
+                    channel.close_when_flushed()
                     # The writer flushes the error frame, then ends; a peer that does not
                     # read gets cut off after the grace.
                     nursery.cancel_scope.deadline = trio.current_time() + self.settings.close_grace
@@ -196,6 +192,10 @@ class Server:
                 return
             message = session.conn.receive(raw)
             if isinstance(message, Request):
+                if self.methods.answers_at_once(message.method):
+                    # No task, no cancel scope: it never waits, so there is nothing to cancel.
+                    await channel.send(self._answer_at_once(session.conn, message))
+                    continue
                 if len(session.active) >= self.settings.max_in_flight:
                     refused = SupervisorError(
                         ErrorCode.TOO_MANY_REQUESTS,
@@ -203,7 +203,7 @@ class Server:
                         "on one connection",
                         {"max_in_flight": self.settings.max_in_flight},
                     )
-                    await session.outbox.send(session.conn.response(message.id, error=refused))
+                    await channel.send(session.conn.response(message.id, error=refused))
                     continue
                 # Registered before the task runs, so an immediate cancel finds it.
                 active = _Active(trio.CancelScope())
@@ -212,18 +212,23 @@ class Server:
             elif isinstance(message, Cancel):
                 session.active[message.id].scope.cancel()
 
-    async def _write_loop(
-        self, channel: MessageChannel, pending: trio.MemoryReceiveChannel[dict[str, Any]]
-    ) -> None:
-        async for message in pending:
-            await channel.send(message)
+    async def _write_loop(self, channel: MessageChannel) -> None:
+        await channel.flush_forever()
         await channel.aclose()
+
+    def _answer_at_once(self, conn: ServerConnection, request: Request) -> dict[str, Any]:
+        if self.shutting_down:
+            return conn.response(request.id, error=cancelled_error(request, "shutdown"))
+        try:
+            return conn.response(request.id, self.methods.answer(request))
+        except Exception as exc:
+            return conn.response(request.id, error=error_for(exc, request))
 
     async def _run_request(self, session: _Session, request: Request, active: _Active) -> None:
         conn = session.conn
 
         async def send_event(event: dict[str, Any]) -> None:
-            await session.outbox.send(conn.event(request.id, event))
+            await session.channel.send(conn.event(request.id, event))
 
         reply: dict[str, Any] | None = None
         try:
@@ -246,5 +251,5 @@ class Server:
         if reply is not None:
             # A closing connection drops the reply; the peer gets the close instead.
             with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
-                await session.outbox.send(reply)
+                await session.channel.send(reply)
         session.close_if_drained()

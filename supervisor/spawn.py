@@ -148,7 +148,11 @@ def _own_oom_score_adj() -> int | None:
 
 #: How much more likely than the daemon a child is to be chosen by the OOM killer.
 CHILD_OOM_BONUS = 300
-_CHILD_OOM = None if (own := _own_oom_score_adj()) is None else min(1000, own + CHILD_OOM_BONUS)
+_CHILD_OOM = (
+    None
+    if (own := _own_oom_score_adj()) is None
+    else str(min(1000, own + CHILD_OOM_BONUS)).encode()
+)
 
 
 def _raise_oom_score(pid: int) -> None:
@@ -157,8 +161,13 @@ def _raise_oom_score(pid: int) -> None:
     exec.)"""
     if _CHILD_OOM is None:
         return
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/oom_score_adj", "w") as f:
-        f.write(str(_CHILD_OOM))
+    # os.open rather than open(): a text file object costs four times as much, per exec.
+    with contextlib.suppress(OSError):
+        fd = os.open(f"/proc/{pid}/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, _CHILD_OOM)
+        finally:
+            os.close(fd)
 
 
 def spawn(launch: Launch, stdio: FileActions) -> int:

@@ -35,7 +35,7 @@ def register(
 ) -> None:
     registry = table.registry
 
-    async def create(params: TerminalCreateParams, call: Call) -> dict[str, Any]:
+    def create(params: TerminalCreateParams) -> dict[str, Any]:
         check_environment(params.env, ErrorCode.INVALID_PROCESS_ENVIRONMENT)
         cwd = resolve_cwd(params.cwd, workspace, ErrorCode.INVALID_TERMINAL_CWD)
         buffer_bytes = params.buffer_bytes or table.settings.buffer_bytes
@@ -50,11 +50,11 @@ def register(
         )
         return terminal.snapshot()
 
-    async def get(params: TerminalId, call: Call) -> dict[str, Any] | None:
+    def get(params: TerminalId) -> dict[str, Any] | None:
         terminal = registry.find(params.id)
         return None if terminal is None else terminal.snapshot()
 
-    async def list_(params: NoParams, call: Call) -> list[dict[str, Any]]:
+    def list_(params: NoParams) -> list[dict[str, Any]]:
         return [terminal.snapshot() for terminal in registry]
 
     async def write(params: TerminalWriteParams, call: Call) -> dict[str, Any]:
@@ -62,7 +62,7 @@ def register(
         await terminal.write(params.data)
         return {"written": len(params.data)}
 
-    async def resize(params: TerminalResizeParams, call: Call) -> dict[str, Any]:
+    def resize(params: TerminalResizeParams) -> dict[str, Any]:
         terminal = registry.require(params.id, "resize")
         terminal.resize(params.cols, params.rows)
         return terminal.snapshot()
@@ -102,7 +102,7 @@ def register(
             raise SupervisorError(terminal.error["code"], terminal.error["message"])
         return terminal.exit.to_wire()
 
-    async def interrupt(params: TerminalId, call: Call) -> dict[str, Any]:
+    def interrupt(params: TerminalId) -> dict[str, Any]:
         registry.require(params.id, "interrupt").interrupt()
         return {}
 
@@ -111,12 +111,12 @@ def register(
         await table.terminate(terminal)
         return terminal.snapshot()
 
-    methods.add("terminal.create", TerminalCreateParams, create)
-    methods.add("terminal.get", TerminalId, get)
-    methods.add("terminal.list", NoParams, list_)
+    methods.add_sync("terminal.create", TerminalCreateParams, create)
+    methods.add_sync("terminal.get", TerminalId, get)
+    methods.add_sync("terminal.list", NoParams, list_)
     methods.add("terminal.write", TerminalWriteParams, write)
-    methods.add("terminal.resize", TerminalResizeParams, resize)
+    methods.add_sync("terminal.resize", TerminalResizeParams, resize)
     methods.add("terminal.output", TerminalOutputParams, output)
     methods.add("terminal.wait_exit", TerminalWaitParams, wait_exit)
-    methods.add("terminal.interrupt", TerminalId, interrupt)
+    methods.add_sync("terminal.interrupt", TerminalId, interrupt)
     methods.add("terminal.terminate", TerminalId, terminate)

@@ -1,7 +1,7 @@
 """Message channels: how whole protocol messages move over a byte stream.
 
 The server and client speak to a `MessageChannel`; a second transport (WebSocket binary
-messages) implements the same three methods and needs no change to any method handler.
+messages) implements the same methods and needs no change to any method handler.
 """
 
 from __future__ import annotations
@@ -12,24 +12,44 @@ import trio
 
 from protocol import FrameDecoder, encode_frame
 
+from .sockio import SocketIO
+
 _RECEIVE_SIZE = 256 * 1024
 
 
 class MessageChannel(Protocol):
     async def receive(self) -> dict[str, Any] | None:
-        """The next message, or None at end of stream. Raises ProtocolViolation on bad input."""
+        """The next message, or None at end of stream. Raises ProtocolViolation on bad input.
+
+        One schedule point per message, so a peer that pipelines cannot starve other tasks.
+        """
         ...
 
-    async def send(self, message: dict[str, Any]) -> None: ...
+    async def send(self, message: dict[str, Any]) -> None:
+        """Queue one message whole (or raise). Waits only while the send backlog is full;
+        cancelled, it queued nothing. Someone must run `flush_forever()` or `flush()`."""
+        ...
+
+    async def flush(self) -> None:
+        """Write out everything queued."""
+        ...
+
+    async def flush_forever(self) -> None:
+        """Write out what is queued as the peer reads, until `close_when_flushed()`."""
+        ...
+
+    def close_when_flushed(self) -> None:
+        """Refuse further sends; `flush_forever()` returns once the backlog is out."""
+        ...
 
     async def aclose(self) -> None: ...
 
 
 class StreamChannel:
-    """Length-prefixed msgpack frames over a trio stream (Unix or TCP socket)."""
+    """Length-prefixed msgpack frames over a trio socket stream (Unix or TCP)."""
 
-    def __init__(self, stream: trio.abc.Stream, max_frame: int) -> None:
-        self.stream = stream
+    def __init__(self, stream: trio.SocketStream, max_frame: int) -> None:
+        self.io = SocketIO(stream)
         self._decoder = FrameDecoder(max_frame)
 
     @property
@@ -41,19 +61,30 @@ class StreamChannel:
         self._decoder.max_frame = value
 
     async def receive(self) -> dict[str, Any] | None:
+        message = self._decoder.next_message()
+        if message is not None:
+            await trio.lowlevel.checkpoint()
+            return message
         while True:
-            message = self._decoder.next_message()
-            if message is not None:
-                # A peer that pipelines thousands of frames must not starve other tasks.
-                await trio.lowlevel.checkpoint()
-                return message
-            data = await self.stream.receive_some(_RECEIVE_SIZE)
+            data = await self.io.receive_some(_RECEIVE_SIZE)
             if not data:
                 return None
             self._decoder.feed(data)
+            message = self._decoder.next_message()
+            if message is not None:
+                return message
 
     async def send(self, message: dict[str, Any]) -> None:
-        await self.stream.send_all(encode_frame(message))
+        await self.io.write(encode_frame(message))
+
+    async def flush(self) -> None:
+        await self.io.flush()
+
+    async def flush_forever(self) -> None:
+        await self.io.flush_forever()
+
+    def close_when_flushed(self) -> None:
+        self.io.close_when_flushed()
 
     async def aclose(self) -> None:
-        await self.stream.aclose()
+        await self.io.aclose()

@@ -71,6 +71,8 @@ def test_defaults() -> None:
         ({"argv": ["x"], "env": {"A": 1}}, "env.A"),
         ({"argv": ["x"], "env": []}, "env"),
         ({"argv": ["x"], "mode": "udp"}, "mode"),
+        ({"argv": ["x"], "mode": ["tcp"]}, "mode"),
+        ({"argv": ["x"], "ratio": True}, "ratio"),
         ({"argv": ["x"], "limit": True}, "limit"),
         ({"argv": ["x"], "limit": 1.5}, "limit"),
         ({"argv": ["x"], "ratio": "1"}, "ratio"),

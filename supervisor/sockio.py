@@ -1,0 +1,150 @@
+"""Bytes in and out of a connected socket, without a task hop per message.
+
+trio's `SocketStream.send_all` is not safe to cancel halfway (a cancelled send leaves a cut
+frame on the wire), so a connection used to need a writer task that every reply went through:
+two task switches per message. `SocketIO` writes synchronously instead: a message goes
+straight into the kernel when nothing is queued before it, and whatever the kernel does not
+take waits in a bounded backlog that one flusher task writes out as the socket drains. A
+message is queued whole or not at all, so cancelling a sender never cuts one.
+
+It works on its own duplicate of the stream's descriptor, so that it can pass
+`MSG_NOSIGNAL` (a peer that hung up is an error, never a SIGPIPE) with public APIs only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import trio
+
+#: Bytes queued per connection before senders wait for the peer to read.
+DEFAULT_HIGH_WATER = 1024 * 1024
+
+_BROKEN = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
+
+
+class SocketIO:
+    """Sync-first byte I/O on a trio socket stream.
+
+    One task may receive at a time, and one task may run `flush_forever()` (or `flush()`);
+    any number of tasks may `write()`.
+    """
+
+    def __init__(self, stream: trio.SocketStream, high_water: int = DEFAULT_HIGH_WATER) -> None:
+        self.stream = stream
+        self._sock = socket.socket(fileno=os.dup(stream.socket.fileno()))
+        self._sock.setblocking(False)
+        self._high_water = high_water
+        self._backlog = bytearray()
+        self._room = trio.lowlevel.ParkingLot()  # senders waiting for the backlog to shrink
+        self._queued = trio.lowlevel.ParkingLot()  # the flusher, waiting for a backlog
+        self._closing = False
+        self._closed = False
+        self._broken: BaseException | None = None
+
+    @property
+    def backlog(self) -> int:
+        return len(self._backlog)
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        """Bytes the peer sent, or b"" at end of stream.
+
+        Exactly one schedule point, as trio's own streams have. Cancellation: nothing that
+        was received is lost.
+        """
+        waited = False
+        while True:
+            self._check_open()
+            try:
+                data = self._sock.recv(max_bytes)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self._sock)
+                waited = True
+                continue
+            except _BROKEN as exc:
+                raise trio.BrokenResourceError(str(exc)) from exc
+            if not waited:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            return data
+
+    async def write(self, data: bytes) -> None:
+        """Queue `data` whole, or raise: never part of it.
+
+        Waits (checkpointing) only while the backlog is over its limit; otherwise returns
+        without a schedule point, having handed what it could to the kernel. Cancellation:
+        if cancelled, nothing of `data` was queued.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while len(self._backlog) >= self._high_water and not self._closing:
+            self._check_open()
+            await self._room.park()
+        self._check_open()
+        if self._closing:
+            raise trio.ClosedResourceError("the connection is closing")
+        if not self._backlog:
+            try:
+                sent = self._sock.send(data, socket.MSG_NOSIGNAL)
+            except BlockingIOError:
+                sent = 0
+            except _BROKEN as exc:
+                self._break(exc)
+                raise trio.BrokenResourceError(str(exc)) from exc
+            if sent == len(data):
+                return
+            data = data[sent:]
+        self._backlog += data
+        self._queued.unpark_all()
+
+    async def flush(self) -> None:
+        """Write out the backlog. Cancellation: stops; what is left stays queued."""
+        while self._backlog:
+            self._check_open()
+            await trio.lowlevel.wait_writable(self._sock)
+            try:
+                sent = self._sock.send(self._backlog, socket.MSG_NOSIGNAL)
+            except BlockingIOError:
+                continue
+            except _BROKEN as exc:
+                self._break(exc)
+                raise trio.BrokenResourceError(str(exc)) from exc
+            del self._backlog[:sent]
+            if len(self._backlog) < self._high_water:
+                self._room.unpark_all()
+
+    async def flush_forever(self) -> None:
+        """Flush whenever something is queued; return once `close_when_flushed()` was called
+        and everything queued is written. Cancellation: stops flushing."""
+        while True:
+            await self.flush()
+            if self._closing:
+                return
+            await self._queued.park()
+
+    def close_when_flushed(self) -> None:
+        """Refuse further writes; `flush_forever()` returns once the backlog is out."""
+        self._closing = True
+        self._queued.unpark_all()
+        self._room.unpark_all()
+
+    async def aclose(self) -> None:
+        """Close now, dropping any backlog. Tasks waiting on the socket get
+        ClosedResourceError."""
+        if not self._closed:
+            self._closed = True
+            self._room.unpark_all()
+            self._queued.unpark_all()
+            trio.lowlevel.notify_closing(self._sock)
+            self._sock.close()
+        await self.stream.aclose()
+
+    def _break(self, exc: BaseException) -> None:
+        self._broken = exc
+        self._backlog.clear()
+        self._room.unpark_all()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise trio.ClosedResourceError("the connection is closed")
+        if self._broken is not None:
+            raise trio.BrokenResourceError(str(self._broken))
