@@ -50,6 +50,16 @@ class ErrorCode(enum.StrEnum):
     INVALID_TERMINAL_CURSOR = "INVALID_TERMINAL_CURSOR"
     TERMINAL_CONTROL_ERROR = "TERMINAL_CONTROL_ERROR"
 
+    # Files.
+    FILE_NOT_FOUND = "FILE_NOT_FOUND"
+    FILE_EXISTS = "FILE_EXISTS"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    IS_A_DIRECTORY = "IS_A_DIRECTORY"
+    NOT_A_DIRECTORY = "NOT_A_DIRECTORY"
+    DIRECTORY_NOT_EMPTY = "DIRECTORY_NOT_EMPTY"
+    FILESYSTEM_ERROR = "FILESYSTEM_ERROR"
+    UPLOAD_NOT_FOUND = "UPLOAD_NOT_FOUND"
+
     # Raised by clients, never sent by the server: the connection itself failed
     # (context.kind: connection_failed, upgrade_failed, peer_closed).
     RPC_TRANSPORT_ERROR = "RPC_TRANSPORT_ERROR"
