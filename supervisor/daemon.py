@@ -19,6 +19,7 @@ from protocol import DEFAULT_MAX_FRAME, ServerPolicy, SupervisorError
 
 from . import SERVER_NAME, pid1
 from .addresses import Address, TcpAddress, UnixAddress, default_socket_path
+from .file_api import register as register_files
 from .listeners import ListenError, Listeners
 from .pid1 import Lifecycle
 from .port_api import register as register_ports
@@ -166,6 +167,10 @@ async def serve(
         workspace=config.processes.workspace,
         max_buffer_bytes=config.processes.max_buffer_bytes,
     )
+    uploads = register_files(
+        methods, workspace=config.processes.workspace, instance=identity.instance
+    )
+    identity.counters["uploads_open"] = lambda: len(uploads)
     identity.capabilities = methods.namespaces
 
     listeners = Listeners()

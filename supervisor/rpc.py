@@ -26,12 +26,38 @@ log = logging.getLogger(__name__)
 P = TypeVar("P")
 
 
-class Call:
-    """One request being answered: its id, and a way to stream events to the caller."""
+class ConnectionScope:
+    """What lives as long as one client connection: `on_close` callbacks run when it ends,
+    however it ends (for example, to remove the temporary file of an unfinished upload)."""
 
-    def __init__(self, request_id: int, send_event: Callable[[dict[str, Any]], Awaitable[None]]):
+    def __init__(self) -> None:
+        self._closers: list[Callable[[], None]] = []
+
+    def on_close(self, closer: Callable[[], None]) -> None:
+        self._closers.append(closer)
+
+    def close(self) -> None:
+        closers, self._closers = self._closers, []
+        for closer in reversed(closers):
+            try:
+                closer()
+            except Exception:
+                log.exception("cleaning up after a connection failed")
+
+
+class Call:
+    """One request being answered: its id, its connection's scope, and a way to stream
+    events to the caller."""
+
+    def __init__(
+        self,
+        request_id: int,
+        send_event: Callable[[dict[str, Any]], Awaitable[None]],
+        connection: ConnectionScope | None = None,
+    ):
         self.id = request_id
         self._send_event = send_event
+        self.connection = connection or ConnectionScope()
 
     async def send_event(self, event: dict[str, Any]) -> None:
         """Queue one event for the caller; blocks while the connection's send buffer is full."""

@@ -25,7 +25,7 @@ from protocol import (
     SupervisorError,
 )
 
-from .rpc import Call, Methods, cancelled_error, error_for
+from .rpc import Call, ConnectionScope, Methods, cancelled_error, error_for
 from .transport import MessageChannel, StreamChannel
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ class _Session:
     conn: ServerConnection
     channel: MessageChannel
     active: dict[int, _Active] = field(default_factory=dict)
+    scope: ConnectionScope = field(default_factory=ConnectionScope)
 
     draining: bool = False
 
@@ -182,6 +183,7 @@ class Server:
                 nursery.cancel_scope.cancel()  # end of stream: nobody is left to answer
         finally:
             self._sessions.discard(session)
+            session.scope.close()
 
     async def _read_loop(
         self, session: _Session, channel: MessageChannel, nursery: trio.Nursery
@@ -236,7 +238,9 @@ class Server:
                 if self.shutting_down:
                     raise cancelled_error(request, "shutdown")
                 try:
-                    result = await self.methods.dispatch(request, Call(request.id, send_event))
+                    result = await self.methods.dispatch(
+                        request, Call(request.id, send_event, session.scope)
+                    )
                     reply = conn.response(request.id, result)
                 except Exception as exc:
                     reply = conn.response(request.id, error=error_for(exc, request))
