@@ -19,6 +19,8 @@ from protocol import SupervisorError
 
 from . import SERVER_NAME
 from ._attach import DETACH_NAME, attach, default_shell, local_size
+from ._file_cli import ACTIONS as FILE_ACTIONS
+from ._file_cli import add_commands as add_file_commands
 from .addresses import Address, default_address, parse_address
 from .client import Client, EventStream, open_client
 from .daemon import TOKEN_ENV, ConfigError, DaemonConfig, read_token, serve
@@ -134,6 +136,7 @@ def _build_parser() -> argparse.ArgumentParser:
     wait_port_cmd.add_argument("--interval", type=int, default=500, metavar="MS")
     wait_port_cmd.add_argument("--process", metavar="ID", help="fail if this process exits first")
     client_command("ports", "list listening TCP ports")
+    add_file_commands(client_command)
     return parser
 
 
@@ -363,6 +366,7 @@ _CLIENT_ACTIONS: dict[str, Callable[[argparse.Namespace, Client], Awaitable[int]
     "terms": _terms,
     "wait-port": _wait_port,
     "ports": _ports,
+    **FILE_ACTIONS,
 }
 
 

@@ -25,6 +25,7 @@ from protocol import (
 )
 
 from . import SERVER_NAME
+from ._file_calls import FileCalls
 from ._process_calls import EnvCalls, PortCalls, ProcessCalls
 from ._terminal_calls import TerminalCalls
 from .addresses import Address, TcpAddress, UnixAddress, parse_address
@@ -83,6 +84,7 @@ class Client:
         self.env = EnvCalls(self)
         self.terminal = TerminalCalls(self)
         self.port = PortCalls(self)
+        self.file = FileCalls(self)
 
     @property
     def instance(self) -> str:
