@@ -122,9 +122,13 @@ class Process(Outcome):
 async def wait_group_empty(pgid: int) -> None:
     """Return once no live process is left in group `pgid`.
 
-    Event-driven: it waits on pidfds of the members it finds (the kernel says when each
-    exits), then looks again in case they forked new members.
+    It waits on pidfds of the members it finds (the kernel says when each exits), then looks
+    again in case they forked new members. A member can also leave the group without exiting
+    (`setsid`, `setpgid`), and no kernel event says so: the wait is therefore also cut short
+    every so often (50 ms, doubling up to 1 s) to look again. That look happens only while a
+    finished root still has group members.
     """
+    recheck = 0.05
     while True:
         try:
             os.killpg(pgid, 0)
@@ -140,9 +144,11 @@ async def wait_group_empty(pgid: int) -> None:
             for pid in members:
                 with contextlib.suppress(ProcessLookupError):
                     fds.append(os.pidfd_open(pid))
-            async with trio.open_nursery() as nursery:
-                for fd in fds:
-                    nursery.start_soon(trio.lowlevel.wait_readable, fd)
+            with trio.move_on_after(recheck):
+                async with trio.open_nursery() as nursery:
+                    for fd in fds:
+                        nursery.start_soon(trio.lowlevel.wait_readable, fd)
+            recheck = min(recheck * 2, 1.0)
         finally:
             for fd in fds:
                 os.close(fd)

@@ -244,6 +244,20 @@ async def test_setsid_escapee_does_not_hold_the_process_and_kill_reaches_it(
     await wait_gone(escapee)
 
 
+async def test_a_member_that_leaves_the_group_late_does_not_hold_the_process(
+    client: Client,
+) -> None:
+    """A group member that calls setsid after the root exited leaves without exiting: no
+    kernel event says so, and the process must still complete."""
+    p = await client.process.exec(["sh", "-c", "(sleep 0.5; exec setsid sleep 300) & echo $!"])
+    with trio.fail_after(10):
+        exit = await client.process.wait_exit(p["id"])
+    assert exit["code"] == 0
+    escapee = int((await client.process.output(p["id"]))["stdout"].split()[0])
+    assert (await client.process.kill(p["id"], 9))["delivered"] >= 1
+    await wait_gone(escapee)
+
+
 async def test_double_fork_escapee_is_reached_by_the_lifetime(client: Client) -> None:
     script = "(setsid sh -c 'echo $$; exec sleep 300' &); sleep 300"
     p = await client.process.exec(["sh", "-c", script], timeout_ms=1000, kill_grace_ms=200)
