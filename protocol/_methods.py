@@ -135,6 +135,16 @@ class TerminalId:
 
 
 @dataclass(frozen=True)
+class TerminalTicketParams:
+    id: str
+    ttl_ms: int = 60_000
+
+    def validate(self) -> None:
+        if not 1 <= self.ttl_ms <= 3_600_000:
+            raise invalid("ttl_ms", "must be between 1 and 3600000 (an hour)")
+
+
+@dataclass(frozen=True)
 class TerminalWriteParams:
     id: str
     data: bytes

@@ -1,4 +1,4 @@
-"""Listener and connect addresses: `unix:/path` and `tcp:HOST:PORT`."""
+"""Listener and connect addresses: `unix:/path`, `tcp:HOST:PORT` and `http:HOST:PORT`."""
 
 from __future__ import annotations
 
@@ -37,24 +37,47 @@ class TcpAddress:
             return False  # a host name could resolve anywhere: treat it as exposed
 
 
-Address = UnixAddress | TcpAddress
+@dataclass(frozen=True)
+class HttpAddress(TcpAddress):
+    """The HTTP and WebSocket front: health checks, `/rpc`, `/terminals/ID`. A client given
+    one speaks the protocol over a WebSocket to `/rpc` (`ws://HOST:PORT/rpc` means the same).
+    """
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http:{host}:{self.port}"
+
+
+Address = UnixAddress | TcpAddress | HttpAddress
 
 
 def parse_address(text: str) -> Address:
-    """Parse `unix:/path` or `tcp:HOST:PORT` (IPv6 hosts in brackets); ValueError if neither."""
+    """Parse `unix:/path`, `tcp:HOST:PORT` or `http:HOST:PORT` (IPv6 hosts in brackets), or
+    `ws://HOST:PORT/rpc`; ValueError for anything else."""
+    if text.startswith("ws://"):
+        authority, _, path = text[len("ws://") :].partition("/")
+        if path not in ("", "rpc"):
+            raise ValueError(f"address {text!r}: the protocol's WebSocket path is /rpc")
+        return HttpAddress(*_host_port(text, authority))
     scheme, sep, rest = text.partition(":")
     if not sep or not rest:
         raise ValueError(f"address {text!r} must look like unix:/path or tcp:HOST:PORT")
     if scheme == "unix":
         return UnixAddress(rest)
     if scheme == "tcp":
-        host, sep, port = rest.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ValueError(f"address {text!r} must look like tcp:HOST:PORT with PORT 0..65535")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]
-        return TcpAddress(host, int(port))
-    raise ValueError(f"address {text!r}: unknown scheme {scheme!r} (use unix: or tcp:)")
+        return TcpAddress(*_host_port(text, rest))
+    if scheme == "http":
+        return HttpAddress(*_host_port(text, rest))
+    raise ValueError(f"address {text!r}: unknown scheme {scheme!r} (use unix:, tcp: or http:)")
+
+
+def _host_port(text: str, rest: str) -> tuple[str, int]:
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"address {text!r} must look like SCHEME:HOST:PORT with PORT 0..65535")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
 
 
 def default_socket_path() -> str:

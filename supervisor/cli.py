@@ -73,6 +73,20 @@ def _build_parser() -> argparse.ArgumentParser:
         help="on shutdown, time between SIGTERM and SIGKILL for supervised processes",
     )
     serve_cmd.add_argument(
+        "--ws-ping-interval",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="the HTTP front pings a WebSocket peer quiet for this long",
+    )
+    serve_cmd.add_argument(
+        "--ws-idle-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="and closes one quiet for this long",
+    )
+    serve_cmd.add_argument(
         "main_command",
         nargs=argparse.REMAINDER,
         metavar="-- CMD ARGS...",
@@ -390,6 +404,8 @@ def _run_serve(args: argparse.Namespace) -> int:
             processes=ProcessSettings(workspace=os.path.abspath(args.workspace)),
             stop_grace=args.stop_grace,
             main_command=main_command,
+            ws_ping_interval=args.ws_ping_interval,
+            ws_idle_timeout=args.ws_idle_timeout,
             **({"max_frame": args.max_frame} if args.max_frame else {}),
         )
         exit_code = trio.run(serve, config)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import trio
+from wsproto.utilities import RemoteProtocolError
 
 from protocol import (
     DEFAULT_MAX_FRAME,
@@ -28,8 +29,11 @@ from . import SERVER_NAME
 from ._file_calls import FileCalls
 from ._process_calls import EnvCalls, PortCalls, ProcessCalls
 from ._terminal_calls import TerminalCalls
-from .addresses import Address, TcpAddress, UnixAddress, parse_address
-from .transport import StreamChannel
+from .addresses import Address, HttpAddress, TcpAddress, UnixAddress, parse_address
+from .sockio import SocketIO
+from .transport import MessageChannel, StreamChannel
+from .websocket import SUBPROTOCOL, UpgradeRefused, WsChannel
+from .websocket import connect as ws_connect
 
 CLIENT_NAME = SERVER_NAME.replace("sandbox-supervisor", "sandbox-supervisor-client")
 #: Events buffered per stream before the connection's reader waits for the consumer.
@@ -74,7 +78,7 @@ class EventStream:
 class Client:
     """A connected, handshaken client. Make one with `open_client()`."""
 
-    def __init__(self, channel: StreamChannel, conn: ClientConnection, welcome: Welcome) -> None:
+    def __init__(self, channel: MessageChannel, conn: ClientConnection, welcome: Welcome) -> None:
         self.welcome = welcome
         self._channel = channel
         self._conn = conn
@@ -223,6 +227,28 @@ async def _connect(address: Address) -> trio.SocketStream:
         ) from None
 
 
+async def _open_channel(address: Address) -> MessageChannel:
+    """A connected channel: length-prefixed frames, or a WebSocket to `/rpc` for `http:`."""
+    stream = await _connect(address)
+    if not isinstance(address, HttpAddress):
+        return StreamChannel(stream, DEFAULT_MAX_FRAME)
+    io = SocketIO(stream)
+    try:
+        host = f"[{address.host}]" if ":" in address.host else address.host
+        websocket = await ws_connect(
+            io, f"{host}:{address.port}", "/rpc", subprotocols=[SUBPROTOCOL]
+        )
+    except UpgradeRefused as exc:
+        await io.aclose()
+        if exc.status == 401:
+            raise SupervisorError(ErrorCode.UNAUTHORIZED, str(exc)) from None
+        raise transport_error("upgrade_failed", f"{address}: {exc}") from None
+    except (trio.BrokenResourceError, trio.ClosedResourceError, RemoteProtocolError) as exc:
+        await io.aclose()
+        raise transport_error("upgrade_failed", f"{address}: {exc}") from None
+    return WsChannel(websocket)
+
+
 @contextlib.asynccontextmanager
 async def open_client(
     address: Address | str,
@@ -241,10 +267,9 @@ async def open_client(
         address = parse_address(address)
     conn = ClientConnection(client_name, token=token, instance=instance)
     with trio.move_on_after(connect_timeout) as timeout:
-        stream = await _connect(address)
+        channel = await _open_channel(address)
     if timeout.cancelled_caught:
         raise transport_error("connection_failed", f"cannot connect to {address}: timed out")
-    channel = StreamChannel(stream, DEFAULT_MAX_FRAME)
     try:
         welcome: Welcome | None = None
         with trio.move_on_after(connect_timeout):
@@ -283,7 +308,7 @@ def _single_errors_unwrapped() -> Iterator[None]:
         raise leaf from None
 
 
-async def _handshake(channel: StreamChannel, conn: ClientConnection) -> Welcome:
+async def _handshake(channel: MessageChannel, conn: ClientConnection) -> Welcome:
     try:
         await channel.send(conn.hello())
         await channel.flush()

@@ -5,6 +5,7 @@ See `pid1` for the duties of a container's first process, in order.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -20,6 +21,7 @@ from protocol import DEFAULT_MAX_FRAME, ServerPolicy, SupervisorError
 from . import SERVER_NAME, pid1
 from .addresses import Address, TcpAddress, UnixAddress, default_socket_path
 from .file_api import register as register_files
+from .http_front import HttpFront
 from .listeners import ListenError, Listeners
 from .pid1 import Lifecycle
 from .port_api import register as register_ports
@@ -36,6 +38,7 @@ from .server import Server, ServerSettings
 from .spawn import Launch
 from .terminal_api import register as register_terminals
 from .terminals import TerminalSettings, TerminalTable
+from .websocket import WebSocketSettings
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,9 @@ class DaemonConfig:
     stop_grace: float = 5.0
     #: The image's CMD: supervised like any process; its exit ends the daemon.
     main_command: list[str] = field(default_factory=list)
+    #: Keep-alive and idle timeout of the HTTP front's WebSockets (max_message: max_frame).
+    ws_ping_interval: float = 20.0
+    ws_idle_timeout: float = 60.0
 
     def listeners(self) -> list[Address]:
         return self.listen or [UnixAddress(default_socket_path())]
@@ -171,7 +177,24 @@ async def serve(
         methods, workspace=config.processes.workspace, instance=identity.instance
     )
     identity.counters["uploads_open"] = lambda: len(uploads)
+    policy = ServerPolicy(
+        instance=identity.instance,
+        server=SERVER_NAME,
+        capabilities=[],
+        max_frame=config.max_frame,
+        token=config.token,
+    )
+    server = Server(policy, methods, ServerSettings(handshake_timeout=config.handshake_timeout))
+    websocket = WebSocketSettings(
+        max_message=config.max_frame,
+        ping_interval=config.ws_ping_interval,
+        idle_timeout=config.ws_idle_timeout,
+    )
+    front = HttpFront(server, identity, terminals, policy, websocket)
+    front.register(methods)
     identity.capabilities = methods.namespaces
+    server.policy = policy = dataclasses.replace(policy, capabilities=identity.capabilities)
+    front.policy = policy
 
     listeners = Listeners()
     try:
@@ -179,14 +202,6 @@ async def serve(
     except ListenError as exc:
         raise ConfigError(str(exc)) from None
     identity.listeners = list(listeners.bound)
-    policy = ServerPolicy(
-        instance=identity.instance,
-        server=SERVER_NAME,
-        capabilities=identity.capabilities,
-        max_frame=config.max_frame,
-        token=config.token,
-    )
-    server = Server(policy, methods, ServerSettings(handshake_timeout=config.handshake_timeout))
     lifecycle = Lifecycle()
     main: Process | None = None
     stopped: set[str] = set()
@@ -208,6 +223,8 @@ async def serve(
             await nursery.start(terminals.serve)
             await nursery.start(watch.serve)
             await nursery.start(server.serve_listeners, listeners.trio_listeners)
+            await nursery.start(front.serve, listeners.http_listeners)
+            front.ready = True
             for address in listeners.bound:
                 log.info("listening on %s", address)
             tee_done = trio.Event()

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import trio
 
-from .addresses import Address, TcpAddress, UnixAddress
+from .addresses import Address, HttpAddress, TcpAddress, UnixAddress
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,8 @@ class Listeners:
 
     def __init__(self) -> None:
         self.trio_listeners: list[trio.SocketListener] = []
+        #: The `http:` ones, served by the HTTP front rather than the stream protocol.
+        self.http_listeners: list[trio.SocketListener] = []
         self.bound: list[Address] = []
         self._unix_paths: list[str] = []
 
@@ -109,14 +111,16 @@ class Listeners:
                     bound: Address = address
                 else:
                     sock = _open_tcp(address)
-                    bound = TcpAddress(address.host, sock.getsockname()[1])
-                self.trio_listeners.append(
-                    trio.SocketListener(trio.socket.from_stdlib_socket(sock))
-                )
+                    bound = type(address)(address.host, sock.getsockname()[1])
+                listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+                if isinstance(address, HttpAddress):
+                    self.http_listeners.append(listener)
+                else:
+                    self.trio_listeners.append(listener)
                 self.bound.append(bound)
         except BaseException:
             self.remove_socket_files()
-            for listener in self.trio_listeners:
+            for listener in [*self.trio_listeners, *self.http_listeners]:
                 listener.socket.close()
             raise
 

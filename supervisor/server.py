@@ -7,6 +7,7 @@ stream listeners (Unix and TCP sockets) to it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -124,9 +125,14 @@ class Server:
             session.drain()
         self._connections.deadline = trio.current_time() + self.settings.close_grace
 
-    async def serve_channel(self, channel: MessageChannel) -> None:
-        """Run one connection to its end. Never raises for anything the peer does."""
-        conn = ServerConnection(self.policy)
+    async def serve_channel(self, channel: MessageChannel, *, authenticated: bool = False) -> None:
+        """Run one connection to its end. Never raises for anything the peer does.
+
+        `authenticated`: the transport already checked the token (a bearer token on a
+        WebSocket upgrade), so the hello need not carry it.
+        """
+        policy = dataclasses.replace(self.policy, token=None) if authenticated else self.policy
+        conn = ServerConnection(policy)
         try:
             accepted = await self._handshake(conn, channel)
             if accepted is not None:

@@ -96,6 +96,14 @@ class SocketIO:
         self._backlog += data
         self._queued.unpark_all()
 
+    def write_nowait(self, data: bytes) -> None:
+        """Queue a small control message (a WebSocket close or pong) past the backlog limit,
+        or drop it if the connection is already closing or broken."""
+        if self._closing or self._closed or self._broken is not None:
+            return
+        self._backlog += data
+        self._queued.unpark_all()
+
     async def flush(self) -> None:
         """Write out the backlog. Cancellation: stops; what is left stays queued."""
         while self._backlog:

@@ -18,6 +18,9 @@ _RECEIVE_SIZE = 256 * 1024
 
 
 class MessageChannel(Protocol):
+    #: The largest message accepted from the peer.
+    max_frame: int
+
     async def receive(self) -> dict[str, Any] | None:
         """The next message, or None at end of stream. Raises ProtocolViolation on bad input.
 

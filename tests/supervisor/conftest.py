@@ -29,6 +29,8 @@ class Daemon:
     instance: str
     log: list[str] = field(default_factory=list)
     reader: threading.Thread | None = None
+    #: The HTTP front (`http:127.0.0.1:PORT`), when it listens.
+    http: str | None = None
 
     @property
     def unix(self) -> str:
@@ -71,6 +73,7 @@ def launch_daemon(
     *extra: str,
     env: dict[str, str] | None = None,
     tcp: str | None = "tcp:127.0.0.1:0",
+    http: str | None = "http:127.0.0.1:0",
     expect_ready: bool = True,
 ) -> Daemon:
     """Start `supervisor serve` and wait for its readiness line (not a sleep)."""
@@ -79,6 +82,8 @@ def launch_daemon(
     args = [sys.executable, "-m", "supervisor", "serve", "--listen", f"unix:{sock}"]
     if tcp:
         args += ["--listen", tcp]
+    if http:
+        args += ["--listen", http]
     args += ["--workspace", str(workdir / "ws"), *extra]
     proc = subprocess.Popen(
         args,
@@ -97,8 +102,9 @@ def launch_daemon(
         assert proc.stderr is not None
         for line in proc.stderr:
             log.append(line)
-            if "listening on tcp:" in line:
-                found["tcp"] = line.rsplit("listening on ", 1)[1].strip()
+            for scheme in ("tcp", "http"):
+                if f"listening on {scheme}:" in line:
+                    found[scheme] = line.rsplit("listening on ", 1)[1].strip()
             if "ready: instance " in line:
                 found["instance"] = line.split("ready: instance ")[1].split(",")[0]
                 ready.set()
@@ -115,6 +121,7 @@ def launch_daemon(
         daemon.close()
         raise AssertionError("daemon did not become ready:\n" + "".join(log))
     daemon.tcp = found.get("tcp")
+    daemon.http = found.get("http")
     daemon.instance = found["instance"]
     return daemon
 
@@ -145,9 +152,12 @@ def spawn_daemon() -> Iterator[Callable[..., Daemon]]:
         shutil.rmtree(d.dir, ignore_errors=True)
 
 
-@pytest.fixture
-async def client(daemon: Daemon) -> AsyncIterator[Client]:
-    async with open_client(daemon.unix) as c:
+@pytest.fixture(params=["unix", "websocket"])
+async def client(daemon: Daemon, request: pytest.FixtureRequest) -> AsyncIterator[Client]:
+    """A client of the shared daemon, once over its Unix socket and once over a WebSocket
+    to its HTTP front: every test that uses it holds for both transports."""
+    address = daemon.unix if request.param == "unix" else str(daemon.http)
+    async with open_client(address) as c:
         yield c
     # Whatever the test did, the shared daemon must still be up and answering.
     assert daemon.proc.poll() is None, daemon.log_text()

@@ -6,6 +6,7 @@ import itertools
 import os
 import socket
 import subprocess
+import uuid
 
 import pytest
 import trio
@@ -44,7 +45,7 @@ def gated_server(gate: str, host: str, port: int, *, v6only: bool = False) -> li
 
 
 def make_gate(daemon: Daemon, name: str) -> str:
-    path = str(daemon.dir / f"gate-{name}")
+    path = str(daemon.dir / f"gate-{name}-{uuid.uuid4().hex[:8]}")
     os.mkfifo(path)
     return path
 
