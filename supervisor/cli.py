@@ -136,7 +136,13 @@ def _build_parser() -> argparse.ArgumentParser:
     term_cmd.add_argument(
         "--env", action="append", default=[], metavar="NAME=VALUE", help="repeatable"
     )
+    term_cmd.add_argument("--detach", action="store_true", help="print the id; do not attach")
     term_cmd.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- ARGV...")
+    ticket_cmd = client_command(
+        "ticket", "a short-lived ticket for a browser to attach to a terminal (/terminals/ID)"
+    )
+    ticket_cmd.add_argument("id")
+    ticket_cmd.add_argument("--ttl", type=float, default=60.0, metavar="SECONDS")
     attach_cmd = client_command("attach", f"reattach to a terminal ({DETACH_NAME} detaches)")
     attach_cmd.add_argument("id")
     attach_cmd.add_argument("--since", metavar="CURSOR", help="replay only what came after")
@@ -304,7 +310,17 @@ async def _term(args: argparse.Namespace, client: Client) -> int:
     terminal = await client.terminal.create(
         argv, cwd=args.cwd, env=_env(args), cols=cols, rows=rows
     )
+    if args.detach:
+        print(terminal["id"])
+        return 0
     return await attach(client, terminal["id"])
+
+
+async def _ticket(args: argparse.Namespace, client: Client) -> int:
+    ttl_ms = max(1, int(args.ttl * 1000))
+    issued = await client.call("terminal.ticket", {"id": args.id, "ttl_ms": ttl_ms})
+    print(json.dumps(issued) if args.json else issued["ticket"])
+    return 0
 
 
 async def _attach(args: argparse.Namespace, client: Client) -> int:
@@ -378,6 +394,7 @@ _CLIENT_ACTIONS: dict[str, Callable[[argparse.Namespace, Client], Awaitable[int]
     "term": _term,
     "attach": _attach,
     "terms": _terms,
+    "ticket": _ticket,
     "wait-port": _wait_port,
     "ports": _ports,
     **FILE_ACTIONS,

@@ -266,3 +266,23 @@ async def test_frames_sent_with_the_upgrade_request_are_not_lost(daemon: Daemon)
                 assert chunk, f"closed: {received!r}"
                 received += chunk
     assert received.startswith(b"HTTP/1.1 101")
+
+
+def test_cli_detached_terminal_and_ticket(daemon: Daemon) -> None:
+    from .test_cli import cli
+
+    out = cli("term", "--connect", daemon.unix, "--detach", "--", "true")
+    assert out.returncode == 0, out.stderr
+    terminal_id = out.stdout.strip()
+    out = cli("ticket", "--connect", daemon.unix, "--json", "--ttl", "30", terminal_id)
+    issued = json.loads(out.stdout)
+    assert issued["path"] == f"/terminals/{terminal_id}?ticket={issued['ticket']}"
+    out = cli("ticket", "--connect", daemon.unix, f"term-{daemon.instance}-999999")
+    assert out.returncode == 1 and "[TERMINAL_NOT_FOUND]" in out.stderr
+
+
+def test_an_exposed_http_front_needs_a_token() -> None:
+    from .test_cli import cli
+
+    out = cli("serve", "--listen", "http:0.0.0.0:0", "--workspace", "/tmp")
+    assert out.returncode == 2 and "without a token" in out.stderr
