@@ -33,6 +33,8 @@ from protocol import FrameDecoder, SupervisorError, encode_frame
 from supervisor.client import Client, open_client
 
 PY = sys.executable
+#: Throughput figures are the median of this many runs (each beside its own baseline).
+THROUGHPUT_ROUNDS = 3
 
 
 @dataclass
@@ -426,16 +428,25 @@ async def main(sizes: Sizes) -> list[Figure]:
                 add(Figure(f"execs/s, {n} clients", rate, "/s", spawn_rate(n, seconds), ">= 0.6x"))
             add(Figure("100 execs at once: all acked", await burst_ack(c, 100) * 1000, "ms",
                        None, "<= 50 ms"))  # fmt: skip
-            rate, cpu_per_gb, growth = await capture(c, d, sizes.capture_bytes)
-            add(Figure("capture (1 MiB writes, 64 KiB pipe)", rate / 1e9, "GB/s",
-                       await bare_trio_capture(sizes.capture_bytes) / 1e9, ">= 2 GB/s, >= 0.5x",
-                       {"cpu_s_per_gb": cpu_per_gb, "shell_pipe_gbps":
+            # Throughputs: the median of ROUNDS runs, each beside its baseline, alternating,
+            # so that a noisy moment on a shared machine does not decide a figure.
+            captures, bare, growths, cpus = [], [], [], []
+            for _ in range(THROUGHPUT_ROUNDS):
+                rate, cpu_per_gb, growth = await capture(c, d, sizes.capture_bytes)
+                captures.append(rate)
+                cpus.append(cpu_per_gb)
+                growths.append(growth)
+                bare.append(await bare_trio_capture(sizes.capture_bytes))
+            add(Figure("capture (1 MiB writes, 64 KiB pipe)", statistics.median(captures) / 1e9,
+                       "GB/s", statistics.median(bare) / 1e9, ">= 2 GB/s, >= 0.5x",
+                       {"cpu_s_per_gb": statistics.median(cpus), "shell_pipe_gbps":
                         shell_pipe_rate(sizes.capture_bytes) / 1e9}))  # fmt: skip
-            add(Figure("capture, no reader: RSS growth", growth / 2**20, "MiB", None,
+            add(Figure("capture, no reader: RSS growth", max(growths) / 2**20, "MiB", None,
                        "<= ring (1 MiB) + 20 MiB"))  # fmt: skip
-            rate, lost = await delivery(c, sizes.delivery_bytes)
-            add(Figure("delivery, flow block", rate / 2**20, "MiB/s", None, ">= 500 MiB/s",
-                       {"lost": lost}))  # fmt: skip
+            deliveries = [await delivery(c, sizes.delivery_bytes) for _ in range(THROUGHPUT_ROUNDS)]
+            add(Figure("delivery, flow block", statistics.median(r for r, _ in deliveries) / 2**20,
+                       "MiB/s", None, ">= 500 MiB/s",
+                       {"lost": any(lost for _, lost in deliveries)}))  # fmt: skip
             p50, _ = ms(await ping_rtt(c, sizes.rounds))
             e50, _ = ms(await bare_echo_rtt(sizes.rounds))
             add(Figure("runtime.ping p50", p50, "ms", e50, "<= 2x"))
@@ -449,9 +460,12 @@ async def main(sizes: Sizes) -> list[Figure]:
             p50, _ = ms(await terminal_echo(c, sizes.rounds))
             add(Figure("terminal echo p50", p50, "ms", ms(bare_pty_echo(sizes.rounds))[0],
                        "<= 1 ms"))  # fmt: skip
-            add(Figure("terminal throughput", await terminal_throughput(c, sizes.terminal_bytes)
-                       / 2**20, "MiB/s", bare_pty_throughput(sizes.terminal_bytes) / 2**20,
-                       ">= 0.7x"))  # fmt: skip
+            ours, floor = [], []
+            for _ in range(THROUGHPUT_ROUNDS):
+                ours.append(await terminal_throughput(c, sizes.terminal_bytes))
+                floor.append(bare_pty_throughput(sizes.terminal_bytes))
+            add(Figure("terminal throughput", statistics.median(ours) / 2**20, "MiB/s",
+                       statistics.median(floor) / 2**20, ">= 0.7x"))  # fmt: skip
             rss, samples = await sleepers(c, d, sizes.sleepers)
             add(Figure(f"{sizes.sleepers} sleeping processes: RSS", rss / 2**20, "MiB", None,
                        "<= 150 MiB"))  # fmt: skip

@@ -27,6 +27,7 @@ from ._framing import (
     HEADER_SIZE,
     FrameDecoder,
     encode_frame,
+    encode_frame_parts,
     pack_message,
     unpack_message,
 )
@@ -125,6 +126,7 @@ __all__ = [
     "Welcome",
     "compile_glob",
     "encode_frame",
+    "encode_frame_parts",
     "invalid",
     "pack_message",
     "parse",

@@ -48,8 +48,14 @@ def unpack_message(body: bytes | bytearray | memoryview) -> dict[str, Any]:
 
 
 def encode_frame(message: Mapping[str, Any]) -> bytes:
+    return b"".join(encode_frame_parts(message))
+
+
+def encode_frame_parts(message: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """The frame as (header, body), for writers that gather instead of copying them into
+    one buffer."""
     body = pack_message(message)
-    return _HEADER.pack(len(body)) + body
+    return _HEADER.pack(len(body)), body
 
 
 class FrameDecoder:
@@ -90,6 +96,8 @@ class FrameDecoder:
         end = HEADER_SIZE + length
         if len(self._buffer) < end:
             return None
-        body = self._buffer[HEADER_SIZE:end]
+        # Unpacked in place: no copy of the body first.
+        with memoryview(self._buffer) as view, view[HEADER_SIZE:end] as body:
+            message = unpack_message(body)
         del self._buffer[:end]
-        return unpack_message(body)
+        return message

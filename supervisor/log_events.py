@@ -15,6 +15,10 @@ from protocol import Cursor, ErrorCode, SupervisorError
 from .clock import timestamp
 from .ringlog import Chunk, End, Gap, RingLog
 
+#: Output bytes one event carries at most: consecutive chunks of one stream are joined up to
+#: this, well below any `max_frame`.
+EVENT_BYTES = 1024 * 1024
+
 
 @dataclass(frozen=True)
 class EventStyle:
@@ -101,6 +105,8 @@ async def stream_log(
     last = None
     with log.reader(position, follow=follow, holding=True) as reader:
         while (item := await reader.next()) is not None:
+            if isinstance(item, Chunk):
+                item = reader.extend(item, EVENT_BYTES)
             event = to_event(style, resource_id, item, ended_at())
             await send(event)
             last = event["cursor"]

@@ -106,6 +106,25 @@ class Reader:
         await trio.lowlevel.checkpoint()
         return None
 
+    def extend(self, chunk: Chunk, limit: int) -> Chunk:
+        """`chunk` (just returned by `next()`) joined with the chunks that directly follow it
+        on the same stream and are already held, up to `limit` bytes: a follower that fell
+        behind catches up in big steps instead of one chunk at a time."""
+        parts, size, end = [chunk.data], len(chunk.data), chunk.end
+        while size < limit:
+            following = self._log.next_chunk(end)
+            if following is None or following.start != end or following.stream != chunk.stream:
+                break
+            if size + len(following.data) > limit:
+                break
+            parts.append(following.data)
+            size += len(following.data)
+            end = following.end
+        if len(parts) == 1:
+            return chunk
+        self._next_position = end
+        return Chunk(chunk.start, chunk.stream, b"".join(parts), chunk.time)
+
 
 class RingLog:
     def __init__(self, capacity: int, *, block: bool = False) -> None:
@@ -126,9 +145,12 @@ class RingLog:
 
     # -- writing ------------------------------------------------------------------------
 
-    async def append(self, stream: str, data: bytes, *, block: bool = True) -> None:
+    async def append(
+        self, stream: str, data: bytes, *, block: bool = True, checkpoint: bool = True
+    ) -> None:
         """Add a chunk. In block mode (and `block` not waived) wait until no attached reader
-        would lose unread bytes to make room.
+        would lose unread bytes to make room. Without `checkpoint` it returns at once when
+        there is room: a producer that appends in a loop then yields on its own schedule.
 
         Cancellation: the chunk is not added.
         """
@@ -138,7 +160,8 @@ class RingLog:
             while (lagging := self._bytes_to_free(len(data))) and self._would_drop_unread(lagging):
                 await self._progress.wait()
         self._append_nowait(stream, data)
-        await trio.lowlevel.checkpoint()
+        if checkpoint:
+            await trio.lowlevel.checkpoint()
 
     @property
     def max_chunk(self) -> int:

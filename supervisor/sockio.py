@@ -68,8 +68,9 @@ class SocketIO:
                 await trio.lowlevel.cancel_shielded_checkpoint()
             return data
 
-    async def write(self, data: bytes) -> None:
-        """Queue `data` whole, or raise: never part of it.
+    async def write(self, data: bytes, *more: bytes) -> None:
+        """Queue `data` (and `more`, gathered without copying them together) whole, or
+        raise: never part of it.
 
         Waits (checkpointing) only while the backlog is over its limit; otherwise returns
         without a schedule point, having handed what it could to the kernel. Cancellation:
@@ -82,18 +83,30 @@ class SocketIO:
         self._check_open()
         if self._closing:
             raise trio.ClosedResourceError("the connection is closing")
+        parts = (data, *more)
         if not self._backlog:
+            total = sum(map(len, parts))
             try:
-                sent = self._sock.send(data, socket.MSG_NOSIGNAL)
+                if more:
+                    sent = self._sock.sendmsg(parts, (), socket.MSG_NOSIGNAL)
+                else:
+                    sent = self._sock.send(data, socket.MSG_NOSIGNAL)
             except BlockingIOError:
                 sent = 0
             except _BROKEN as exc:
                 self._break(exc)
                 raise trio.BrokenResourceError(str(exc)) from exc
-            if sent == len(data):
+            if sent == total:
                 return
-            data = data[sent:]
-        self._backlog += data
+            for part in parts:  # queue what the kernel did not take
+                if sent >= len(part):
+                    sent -= len(part)
+                    continue
+                self._backlog += memoryview(part)[sent:]
+                sent = 0
+        else:
+            for part in parts:
+                self._backlog += part
         self._queued.unpark_all()
 
     def write_nowait(self, data: bytes) -> None:

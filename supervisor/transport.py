@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import trio
 
-from protocol import FrameDecoder, encode_frame
+from protocol import FrameDecoder, encode_frame_parts
 
 from .sockio import SocketIO
 
@@ -78,7 +78,7 @@ class StreamChannel:
                 return message
 
     async def send(self, message: dict[str, Any]) -> None:
-        await self.io.write(encode_frame(message))
+        await self.io.write(*encode_frame_parts(message))
 
     async def flush(self) -> None:
         await self.io.flush()

@@ -128,3 +128,25 @@ async def test_end_of_stream_and_its_own_descriptor_is_closed() -> None:
     await io.aclose()
     assert set(os.listdir("/proc/self/fd")) < before
     peer.close()
+
+
+async def test_gathered_parts_arrive_whole_and_in_order() -> None:
+    """write(header, body) goes out with one sendmsg when it can; what the kernel does not
+    take is queued part by part, from the exact byte where the send stopped."""
+    io, peer = socket_pair()
+    frames = [(i.to_bytes(4, "big"), bytes([i % 251]) * (i * 7919)) for i in range(1, 40)]
+    async with trio.open_nursery() as nursery:
+        received = []
+
+        async def drain() -> None:
+            received.append(await trio.to_thread.run_sync(read_all, peer))
+
+        nursery.start_soon(drain)
+        async with trio.open_nursery() as writers:
+            writers.start_soon(io.flush_forever)
+            for header, body in frames:
+                await io.write(header, body)
+            io.close_when_flushed()
+        await io.aclose()
+    assert received == [b"".join(h + b for h, b in frames)]
+    peer.close()
