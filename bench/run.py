@@ -333,11 +333,11 @@ async def handshake(address: str, rounds: int) -> list[float]:
 
 async def port_readiness(c: Client, d: Daemon, rounds: int) -> tuple[list[float], float]:
     samples, cpu = [], []
-    for _ in range(rounds):
+    for round_ in range(rounds):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        gate = d.dir / f"gate-{port}"
+        gate = d.dir / f"gate-{round_}"  # ports can repeat between rounds; rounds cannot
         os.mkfifo(gate)
         code = (
             f"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {port}));"

@@ -50,9 +50,8 @@ class FileReadParams:
 
 
 @dataclass(frozen=True)
-class FileWriteParams:
+class UploadBeginParams:
     path: str
-    content: bytes
     #: Permission bits; unset keeps an existing file's mode (a new file gets 0o644).
     mode: int | None = None
     create_parents: bool = False
@@ -62,15 +61,11 @@ class FileWriteParams:
         _mode(self.mode)
 
 
-@dataclass(frozen=True)
-class UploadBeginParams:
-    path: str
-    mode: int | None = None
-    create_parents: bool = False
+@dataclass(frozen=True, kw_only=True)
+class FileWriteParams(UploadBeginParams):
+    """An upload in one message."""
 
-    def validate(self) -> None:
-        _path(self.path, "path")
-        _mode(self.mode)
+    content: bytes
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,3 +164,12 @@ async def client(daemon: Daemon, request: pytest.FixtureRequest) -> AsyncIterato
     assert daemon.proc.poll() is None, daemon.log_text()
     async with open_client(daemon.unix) as check:
         await check.call("runtime.ping")
+
+
+@pytest.fixture
+def ws(daemon: Daemon) -> Iterator[Path]:
+    """A fresh directory inside the shared daemon's workspace, removed afterwards."""
+    path = daemon.dir / "ws" / f"t-{uuid.uuid4().hex[:8]}"
+    path.mkdir(parents=True)
+    yield path
+    subprocess.run(["rm", "-rf", str(path)], check=True)

@@ -5,22 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from .conftest import Daemon
 from .test_cli import cli
-
-
-@pytest.fixture
-def ws(daemon: Daemon) -> Iterator[Path]:
-    path = daemon.dir / "ws" / f"c-{uuid.uuid4().hex[:8]}"
-    path.mkdir(parents=True)
-    yield path
-    subprocess.run(["rm", "-rf", str(path)], check=True)
 
 
 def test_cp_in_and_out_over_tcp_and_cat(daemon: Daemon, ws: Path, tmp_path: Path) -> None:

@@ -24,15 +24,6 @@ from .procs import poll_until
 MiB = 1024 * 1024
 
 
-@pytest.fixture
-def ws(daemon: Daemon) -> Iterator[Path]:
-    """A fresh directory inside the daemon's workspace; tests use paths relative to it."""
-    path = daemon.dir / "ws" / f"t-{uuid.uuid4().hex[:8]}"
-    path.mkdir(parents=True)
-    yield path
-    subprocess.run(["rm", "-rf", str(path)], check=True)
-
-
 def rel(ws: Path, name: str = "") -> str:
     return f"{ws.name}/{name}" if name else ws.name
 

@@ -20,6 +20,10 @@ def socket_pair() -> tuple[SocketIO, socket.socket]:
     return io, theirs
 
 
+async def drain_into(received: list[bytes], peer: socket.socket) -> None:
+    received.append(await trio.to_thread.run_sync(read_all, peer))
+
+
 def read_all(peer: socket.socket) -> bytes:
     peer.setblocking(True)
     chunks = []
@@ -32,12 +36,8 @@ async def test_writes_are_whole_in_order_and_flushed_before_close() -> None:
     io, peer = socket_pair()
     frames = [bytes([i]) * (i * 9973) for i in range(1, 60)]  # far more than the kernel holds
     async with trio.open_nursery() as nursery:
-        received = []
-
-        async def drain() -> None:
-            received.append(await trio.to_thread.run_sync(read_all, peer))
-
-        nursery.start_soon(drain)
+        received: list[bytes] = []
+        nursery.start_soon(drain_into, received, peer)
         async with trio.open_nursery() as writers:
             writers.start_soon(io.flush_forever)
             for frame in frames:
@@ -81,12 +81,8 @@ async def test_a_cancelled_writer_queues_nothing() -> None:
         nursery.cancel_scope.cancel()
     assert io.backlog == backlog
     async with trio.open_nursery() as nursery:
-        received = []
-
-        async def drain() -> None:
-            received.append(await trio.to_thread.run_sync(read_all, peer))
-
-        nursery.start_soon(drain)
+        received: list[bytes] = []
+        nursery.start_soon(drain_into, received, peer)
         await io.flush()
         await io.aclose()
     assert received == [b"a" * (HIGH_WATER * 8)]
@@ -136,12 +132,8 @@ async def test_gathered_parts_arrive_whole_and_in_order() -> None:
     io, peer = socket_pair()
     frames = [(i.to_bytes(4, "big"), bytes([i % 251]) * (i * 7919)) for i in range(1, 40)]
     async with trio.open_nursery() as nursery:
-        received = []
-
-        async def drain() -> None:
-            received.append(await trio.to_thread.run_sync(read_all, peer))
-
-        nursery.start_soon(drain)
+        received: list[bytes] = []
+        nursery.start_soon(drain_into, received, peer)
         async with trio.open_nursery() as writers:
             writers.start_soon(io.flush_forever)
             for header, body in frames:

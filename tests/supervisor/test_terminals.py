@@ -130,7 +130,12 @@ FULL_SCREEN = (
     "    out += b'\\x1b[%d;1H\\x1b[3%dm' % (row, row % 8) + ('row %02d ' % row).encode() * 9\n"
     "out += '\\u2502 box \\u2500 \\U0001f600'.encode() + b'\\x1b[0m'\n"
     "out = out * 60 + b'\\x1b[?1049l'  # 60 frames: more than one read of the PTY\n"
-    "for i in range(0, len(out), 97):\n"
+    "half = len(out) // 2\n"
+    "for i in range(0, half, 97):\n"
+    "    os.write(1, out[i:min(i + 97, half)])\n"
+    "os.write(1, b'[half]')\n"
+    "sys.stdin.readline()  # the second half waits for a line: the test reconnects between\n"
+    "for i in range(half, len(out), 97):\n"
     "    os.write(1, out[i:i+97])\n"
 )
 
@@ -139,15 +144,16 @@ async def test_full_screen_output_survives_a_reconnect_byte_exact(client: Client
     from .procs import PY
 
     terminal = await client.call("terminal.create", {"argv": [PY, "-c", FULL_SCREEN]})
+    first = Screen(client, terminal["id"])
+    await first.expect(rb"\[half\]")
+    await client.call("terminal.write", {"id": terminal["id"], "data": b"\n"})
     whole = Screen(client, terminal["id"])
     await whole.until_end()
-    data_events = [e for e in whole.events if e["type"] == "data"]
-    assert len(data_events) >= 2
-    # A client that saw only the first event reconnects with its cursor: it gets the rest.
+    # A client that saw the first half reconnects with its cursor: it gets exactly the rest.
     resumed = Screen(client, terminal["id"])
-    resumed.cursor = data_events[0]["cursor"]
+    resumed.cursor = first.cursor
     await resumed.until_end()
-    assert data_events[0]["data"] + resumed.data == whole.data
+    assert first.data + resumed.data == whole.data
     assert whole.data.startswith(b"\x1b[?1049h") and whole.data.endswith(b"\x1b[?1049l")
     assert "\U0001f600".encode() in whole.data
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +15,6 @@ from supervisor.client import Client, EventStream, open_client
 
 from .conftest import Daemon
 from .procs import poll_until, py
-
-
-@pytest.fixture
-def ws(daemon: Daemon) -> Iterator[Path]:
-    path = daemon.dir / "ws" / f"w-{uuid.uuid4().hex[:8]}"
-    path.mkdir(parents=True)
-    yield path
-    subprocess.run(["rm", "-rf", str(path)], check=True)
 
 
 async def until(events: EventStream, predicate: Any) -> list[dict[str, Any]]:
