@@ -14,11 +14,12 @@ reads the terminal's ring buffer at its own pace and is told what it missed.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
-from protocol import Cursor, SupervisorError
+from protocol import Cursor, SupervisorError, TerminalResizeParams, parse
 
 from .log_events import TERMINAL_EVENTS, cursor_position
 from .ringlog import Chunk, End, Gap
@@ -28,8 +29,15 @@ from .websocket import POLICY_VIOLATION, WebSocket
 FLUSH_GRACE = 5.0
 
 
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
 async def bridge(
-    websocket: WebSocket, terminal: Terminal, *, cursor: str | None, size: tuple[int, int] | None
+    websocket: WebSocket,
+    terminal: Terminal,
+    *,
+    cursor: str | None,
+    size: TerminalResizeParams | None,
 ) -> None:
     """Run until either side ends. Cancellation: closes the WebSocket only."""
 
@@ -41,10 +49,10 @@ async def bridge(
         if cursor is not None:
             position = cursor_position(TERMINAL_EVENTS, terminal.id, terminal.log, cursor)
         if size is not None and terminal.exit is None:
-            terminal.resize(*size)
+            terminal.resize(size.cols, size.rows)
     except SupervisorError as exc:
         await send({"type": "error", "message": exc.message, "code": exc.code})
-        await websocket.close(POLICY_VIOLATION, exc.code)
+        websocket.close(POLICY_VIOLATION, exc.code)
         with trio.move_on_after(FLUSH_GRACE):
             await websocket.io.flush()
         return
@@ -56,7 +64,7 @@ async def bridge(
 
         async def output() -> None:
             await _output(websocket, terminal, position, send)
-            await websocket.close()
+            websocket.close()
             websocket.io.close_when_flushed()
             # The last messages get a moment to leave; a browser that reads nothing, no more.
             nursery.cancel_scope.deadline = trio.current_time() + FLUSH_GRACE
@@ -71,7 +79,7 @@ async def bridge(
         nursery.start_soon(websocket.keep_alive)
 
 
-async def _output(websocket: WebSocket, terminal: Terminal, position: int, send: Any) -> None:
+async def _output(websocket: WebSocket, terminal: Terminal, position: int, send: Send) -> None:
     replayed_to = terminal.log.end
     ready = False
 
@@ -102,7 +110,7 @@ async def _output(websocket: WebSocket, terminal: Terminal, position: int, send:
                     await send({"type": "error", "message": message})
 
 
-async def _input(websocket: WebSocket, terminal: Terminal, send: Any) -> None:
+async def _input(websocket: WebSocket, terminal: Terminal, send: Send) -> None:
     while (message := await websocket.receive()) is not None:
         try:
             if isinstance(message, bytes):
@@ -111,12 +119,9 @@ async def _input(websocket: WebSocket, terminal: Terminal, send: Any) -> None:
             control = json.loads(message)
             if not isinstance(control, dict) or control.get("type") != "resize":
                 raise ValueError('expected {"type": "resize", "cols": N, "rows": N}')
-            cols, rows = control.get("cols"), control.get("rows")
-            if not (isinstance(cols, int) and isinstance(rows, int)):
-                raise ValueError("resize needs integer cols and rows")
-            if not (1 <= cols <= 1000 and 1 <= rows <= 1000):
-                raise ValueError("cols and rows must be between 1 and 1000")
-            terminal.resize(cols, rows)
+            # Checked exactly as the terminal.resize method checks its params.
+            window = parse(TerminalResizeParams, {**control, "id": terminal.id})
+            terminal.resize(window.cols, window.rows)
         except (ValueError, SupervisorError) as exc:
             text = exc.message if isinstance(exc, SupervisorError) else str(exc)
             await send({"type": "error", "message": text})

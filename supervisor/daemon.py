@@ -5,7 +5,6 @@ See `pid1` for the duties of a container's first process, in order.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import os
@@ -38,6 +37,7 @@ from .server import Server, ServerSettings
 from .spawn import Launch
 from .terminal_api import register as register_terminals
 from .terminals import TerminalSettings, TerminalTable
+from .tickets import Tickets
 from .websocket import WebSocketSettings
 
 log = logging.getLogger(__name__)
@@ -166,21 +166,24 @@ async def serve(
     register_runtime(methods, identity)
     register_processes(methods, processes, environment)
     register_ports(methods, watch, processes.registry)
+    tickets = Tickets()
     register_terminals(
         methods,
         terminals,
         environment,
         workspace=config.processes.workspace,
         max_buffer_bytes=config.processes.max_buffer_bytes,
+        tickets=tickets,
     )
     uploads = register_files(
         methods, workspace=config.processes.workspace, instance=identity.instance
     )
     identity.counters["uploads_open"] = lambda: len(uploads)
+    identity.capabilities = methods.namespaces
     policy = ServerPolicy(
         instance=identity.instance,
         server=SERVER_NAME,
-        capabilities=[],
+        capabilities=identity.capabilities,
         max_frame=config.max_frame,
         token=config.token,
     )
@@ -190,11 +193,7 @@ async def serve(
         ping_interval=config.ws_ping_interval,
         idle_timeout=config.ws_idle_timeout,
     )
-    front = HttpFront(server, identity, terminals, policy, websocket)
-    front.register(methods)
-    identity.capabilities = methods.namespaces
-    server.policy = policy = dataclasses.replace(policy, capabilities=identity.capabilities)
-    front.policy = policy
+    front = HttpFront(server, identity, terminals, tickets, websocket)
 
     listeners = Listeners()
     try:

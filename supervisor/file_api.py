@@ -12,10 +12,12 @@ bounded by the chunk size, never the file size:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import trio
 
@@ -41,12 +43,16 @@ from . import files
 from .rpc import Call, ConnectionScope, Methods
 from .watches import Watch
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 #: Unfinished uploads one connection may hold at once.
 MAX_UPLOADS_PER_CONNECTION = 16
 
 
-async def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+async def _run(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """`fn` in a worker thread: file system calls must not stall the event loop."""
+    return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
 
 @dataclass
@@ -106,27 +112,24 @@ def register(methods: Methods, *, workspace: str, instance: str) -> Uploads:
         path = resolve(params.path)
         fd = await _run(files.open_for_reading, path)
         try:
-            first = await _run(files.read_chunk, fd, params.chunk_bytes, path)
-            mime_type, is_text = files.sniff(path, first)
+            size = params.chunk_bytes
+
+            async def chunk() -> bytes:  # fewer than `size` bytes only at the end of the file
+                return await _run(files.read_chunk, fd, size, path)
+
+            data = await chunk()
+            mime_type, is_text = files.sniff(path, data)
             result: dict[str, Any] = {"path": path, "mime_type": mime_type, "is_text": is_text}
-            data, size = first, 0
-            following = await _run(files.read_chunk, fd, params.chunk_bytes, path) if data else b""
+            following = await chunk() if len(data) == size else b""
             if not following:
                 return {**result, "size": len(data), "content": data, "chunks": 0}
-            chunks = 0
+            offset = chunks = 0
             while data:
-                await call.send_event({"type": "data", "offset": size, "data": data})
-                size += len(data)
+                await call.send_event({"type": "data", "offset": offset, "data": data})
+                offset += len(data)
                 chunks += 1
-                data, following = (
-                    following,
-                    (
-                        await _run(files.read_chunk, fd, params.chunk_bytes, path)
-                        if following
-                        else b""
-                    ),
-                )
-            return {**result, "size": size, "content": None, "chunks": chunks}
+                data, following = following, (await chunk() if len(following) == size else b"")
+            return {**result, "size": offset, "content": None, "chunks": chunks}
         finally:
             os.close(fd)
 
@@ -183,13 +186,13 @@ def register(methods: Methods, *, workspace: str, instance: str) -> Uploads:
         return {"upload_id": upload.id, "aborted": True}
 
     async def stat(params: FilePath, call: Call) -> dict[str, Any]:
-        return await _run(files.stat_path, resolve(params.path))  # type: ignore[no-any-return]
+        return await _run(files.stat_path, resolve(params.path))
 
     async def exists(params: FilePath, call: Call) -> dict[str, Any]:
-        return await _run(files.exists, resolve(params.path))  # type: ignore[no-any-return]
+        return await _run(files.exists, resolve(params.path))
 
     async def list_(params: FileListParams, call: Call) -> dict[str, Any]:
-        return await _run(  # type: ignore[no-any-return]
+        return await _run(
             files.list_directory,
             resolve(params.path),
             recursive=params.recursive,
@@ -198,7 +201,7 @@ def register(methods: Methods, *, workspace: str, instance: str) -> Uploads:
         )
 
     async def mkdir(params: FileMkdirParams, call: Call) -> dict[str, Any]:
-        return await _run(  # type: ignore[no-any-return]
+        return await _run(
             files.make_directory, resolve(params.path), recursive=params.recursive, mode=params.mode
         )
 
@@ -208,7 +211,7 @@ def register(methods: Methods, *, workspace: str, instance: str) -> Uploads:
         return {"path": path, "deleted": True}
 
     async def move(params: FileMoveParams, call: Call) -> dict[str, Any]:
-        return await _run(  # type: ignore[no-any-return]
+        return await _run(
             files.move,
             resolve(params.source),
             resolve(params.destination),

@@ -9,7 +9,7 @@ and browser terminals.
 One request per connection (responses say `Connection: close`); anything else is refused
 with a status and never reaches the daemon: unknown paths 404, other methods 405, a broken
 request or upgrade 400, a bad token 401. Browsers cannot set headers on a WebSocket, so
-`/terminals/{id}` also takes a short-lived ticket in its query string (`terminal.ticket`).
+`/terminals/{id}` also takes a short-lived ticket in its query string (see `tickets`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import secrets
-import time
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,15 +29,15 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, RejectConnection, Request
 from wsproto.utilities import RemoteProtocolError
 
-from protocol import ServerPolicy, SupervisorError, TerminalTicketParams
+from protocol import ErrorCode, SupervisorError, TerminalResizeParams, invalid, parse
 
 from . import SERVER_NAME
 from .browser_terminals import bridge
-from .rpc import Methods
 from .runtime import Runtime
 from .server import Server
 from .sockio import SocketIO
 from .terminals import TerminalTable
+from .tickets import Tickets
 from .websocket import SUBPROTOCOL, WebSocket, WebSocketSettings, WsChannel
 
 log = logging.getLogger(__name__)
@@ -47,28 +45,6 @@ log = logging.getLogger(__name__)
 #: A request's head must arrive within this long, and be at most this big.
 REQUEST_TIMEOUT = 10.0
 MAX_HEAD = 16 * 1024
-
-
-class Tickets:
-    """Short-lived credentials for one resource, for browsers: `EXPIRY.MAC`, where MAC is an
-    HMAC of the resource and expiry under a key that lives and dies with this daemon."""
-
-    def __init__(self) -> None:
-        self._key = secrets.token_bytes(32)
-
-    def issue(self, resource: str, ttl: float) -> tuple[str, int]:
-        expires = int(time.time() + ttl)
-        return f"{expires}.{self._mac(resource, expires)}", expires
-
-    def check(self, ticket: str, resource: str) -> bool:
-        expires, _, mac = ticket.partition(".")
-        if not expires.isdigit() or int(expires) < time.time():
-            return False
-        return hmac.compare_digest(mac, self._mac(resource, int(expires)))
-
-    def _mac(self, resource: str, expires: int) -> str:
-        message = f"{resource}\n{expires}".encode()
-        return hmac.new(self._key, message, "sha256").hexdigest()[:32]
 
 
 @dataclass
@@ -96,41 +72,28 @@ class HttpFront:
         server: Server,
         runtime: Runtime,
         terminals: TerminalTable,
-        policy: ServerPolicy,
-        websocket: WebSocketSettings | None = None,
+        tickets: Tickets,
+        websocket: WebSocketSettings,
     ) -> None:
         self.server = server
         self.runtime = runtime
         self.terminals = terminals
-        self.policy = policy
-        self.websocket = websocket or WebSocketSettings(max_message=policy.max_frame)
-        self.tickets = Tickets()
+        self.tickets = tickets
+        self.websocket = websocket
         self.ready = False
-
-    def register(self, methods: Methods) -> None:
-        def ticket(params: TerminalTicketParams) -> dict[str, Any]:
-            terminal = self.terminals.registry.require(params.id, "ticket")
-            value, expires = self.tickets.issue(terminal.id, params.ttl_ms / 1000)
-            return {
-                "ticket": value,
-                "expires_at": expires,
-                "path": f"/terminals/{terminal.id}?ticket={value}",
-            }
-
-        methods.add_sync("terminal.ticket", TerminalTicketParams, ticket)
 
     async def serve(
         self,
         listeners: Sequence[trio.SocketListener],
         *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Accept until cancelled (the daemon cancels it last, so health checks see the whole
         shutdown). Cancellation: closes every HTTP connection at once."""
-        async with trio.open_nursery() as nursery:
-            for listener in listeners:
-                nursery.start_soon(trio.serve_listeners, self.handle, [listener])
-            task_status.started()
+        if not listeners:  # trio.serve_listeners refuses an empty list
+            task_status.started([])
+            return
+        await trio.serve_listeners(self.handle, list(listeners), task_status=task_status)
 
     async def handle(self, stream: trio.SocketStream) -> None:
         """One HTTP connection. Never raises for anything the peer does."""
@@ -238,10 +201,14 @@ class HttpFront:
         with trio.move_on_after(1.0):
             await io.flush()
 
-    def _bearer(self, head: _Head) -> str | None:
-        value = head.header(b"authorization") or ""
-        scheme, _, token = value.partition(" ")
-        return token.strip() if scheme.lower() == "bearer" else None
+    def _token_check(self, head: _Head) -> bool | None:
+        """None without a bearer token on the request (or without a daemon token to check
+        it against); else whether it is the daemon's token."""
+        scheme, _, bearer = (head.header(b"authorization") or "").partition(" ")
+        token = self.server.policy.token
+        if scheme.lower() != "bearer" or token is None:
+            return None
+        return hmac.compare_digest(bearer.strip(), token)
 
     async def _upgrade(
         self, io: SocketIO, conn: h11.Connection, head: _Head, *, subprotocol: bool
@@ -271,34 +238,29 @@ class HttpFront:
         if self.ready is False or self.server.shutting_down:
             await self._respond(io, conn, 503, self._health(False))
             return
-        bearer = self._bearer(head)
-        authenticated = False
-        if bearer is not None and self.policy.token is not None:
-            if not hmac.compare_digest(bearer, self.policy.token):
-                await self._respond(io, conn, 401, {"error": "wrong bearer token"})
-                return
-            authenticated = True
+        bearer = self._token_check(head)
+        if bearer is False:
+            await self._respond(io, conn, 401, {"error": "wrong bearer token"})
+            return
         websocket = await self._upgrade(io, conn, head, subprotocol=True)
         if websocket is not None:
-            await self.server.serve_channel(WsChannel(websocket), authenticated=authenticated)
+            await self.server.serve_channel(WsChannel(websocket), authenticated=bool(bearer))
 
     async def _terminal(
         self, io: SocketIO, conn: h11.Connection, head: _Head, terminal_id: str
     ) -> None:
-        if self.policy.token is not None:
-            bearer = self._bearer(head)
+        if self.server.policy.token is not None:
             ticket = head.query.get("ticket", "")
-            allowed = (bearer is not None and hmac.compare_digest(bearer, self.policy.token)) or (
-                bool(ticket) and self.tickets.check(ticket, terminal_id)
-            )
-            if not allowed:
+            if not (
+                self._token_check(head) or (ticket and self.tickets.check(ticket, terminal_id))
+            ):
                 await self._respond(io, conn, 401, {"error": "a valid ticket or token is needed"})
                 return
         try:
             terminal = self.terminals.registry.require(terminal_id, "attach")
-            size = _size(head.query)
+            size = _size(terminal_id, head.query)
         except SupervisorError as exc:
-            status = 400 if exc.code == "VALIDATION_FAILED" else 404
+            status = 400 if exc.code == ErrorCode.VALIDATION_FAILED else 404
             await self._respond(io, conn, status, {"error": exc.message, "code": exc.code})
             return
         websocket = await self._upgrade(io, conn, head, subprotocol=False)
@@ -306,13 +268,12 @@ class HttpFront:
             await bridge(websocket, terminal, cursor=head.query.get("cursor"), size=size)
 
 
-def _size(query: dict[str, str]) -> tuple[int, int] | None:
+def _size(terminal_id: str, query: dict[str, str]) -> TerminalResizeParams | None:
+    """`cols` and `rows` from the query, checked as `terminal.resize` checks them."""
     if "cols" not in query and "rows" not in query:
         return None
     try:
-        cols, rows = int(query["cols"]), int(query["rows"])
+        window = {name: int(query[name]) for name in ("cols", "rows")}
     except (KeyError, ValueError):
-        raise SupervisorError("VALIDATION_FAILED", "cols and rows must both be integers") from None
-    if not (1 <= cols <= 1000 and 1 <= rows <= 1000):
-        raise SupervisorError("VALIDATION_FAILED", "cols and rows must be between 1 and 1000")
-    return cols, rows
+        raise invalid("cols", "cols and rows must both be integers") from None
+    return parse(TerminalResizeParams, {"id": terminal_id, **window})

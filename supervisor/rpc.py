@@ -86,7 +86,6 @@ class Methods:
 
     def __init__(self) -> None:
         self._methods: dict[str, Method[Any]] = {}
-        self._sync: set[str] = set()
 
     def add(self, name: str, params: type[P], handler: Handler[P]) -> None:
         self._add(Method(name, params, handler=handler))
@@ -99,11 +98,10 @@ class Methods:
         if method.name in self._methods:
             raise ValueError(f"method {method.name} is already registered")
         self._methods[method.name] = method
-        if method.sync_handler is not None:
-            self._sync.add(method.name)
 
     def answers_at_once(self, name: str) -> bool:
-        return name in self._sync
+        method = self._methods.get(name)
+        return method is not None and method.sync_handler is not None
 
     def answer(self, request: Request) -> Any:
         """Run a sync method's handler (see `answers_at_once`)."""
@@ -127,11 +125,8 @@ class Methods:
                 f"no method named {request.method!r}",
                 {"method": request.method},
             )
-        params = parse(method.params, request.params)
-        if method.handler is None:
-            assert method.sync_handler is not None
-            return method.sync_handler(params)
-        return await method.handler(params, call)
+        assert method.handler is not None, "sync methods are answered with answer()"
+        return await method.handler(parse(method.params, request.params), call)
 
 
 @contextlib.contextmanager

@@ -91,7 +91,7 @@ class Server:
         self,
         listeners: Sequence[trio.SocketListener],
         *,
-        task_status: trio.TaskStatus[list[trio.SocketListener]] = (trio.TASK_STATUS_IGNORED),
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Accept on every listener until `shutdown()`; then let open connections finish.
 

@@ -13,6 +13,7 @@ It works on its own duplicate of the stream's descriptor, so that it can pass
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 
@@ -83,14 +84,25 @@ class SocketIO:
         self._check_open()
         if self._closing:
             raise trio.ClosedResourceError("the connection is closing")
-        parts = (data, *more)
+        self._put((data, *more))
+
+    def write_nowait(self, data: bytes) -> None:
+        """Queue a small control message (a WebSocket close) past the backlog limit, or drop
+        it if the connection is already closing or broken."""
+        if self._closing or self._closed or self._broken is not None:
+            return
+        with contextlib.suppress(trio.BrokenResourceError):  # then nobody reads it anyway
+            self._put((data,))
+
+    def _put(self, parts: tuple[bytes, ...]) -> None:
+        """Hand `parts` to the kernel if nothing is queued before them; queue the rest."""
         if not self._backlog:
             total = sum(map(len, parts))
             try:
-                if more:
+                if len(parts) > 1:
                     sent = self._sock.sendmsg(parts, (), socket.MSG_NOSIGNAL)
                 else:
-                    sent = self._sock.send(data, socket.MSG_NOSIGNAL)
+                    sent = self._sock.send(parts[0], socket.MSG_NOSIGNAL)
             except BlockingIOError:
                 sent = 0
             except _BROKEN as exc:
@@ -107,14 +119,6 @@ class SocketIO:
         else:
             for part in parts:
                 self._backlog += part
-        self._queued.unpark_all()
-
-    def write_nowait(self, data: bytes) -> None:
-        """Queue a small control message (a WebSocket close or pong) past the backlog limit,
-        or drop it if the connection is already closing or broken."""
-        if self._closing or self._closed or self._broken is not None:
-            return
-        self._backlog += data
         self._queued.unpark_all()
 
     async def flush(self) -> None:

@@ -11,6 +11,7 @@ from protocol import (
     TerminalId,
     TerminalOutputParams,
     TerminalResizeParams,
+    TerminalTicketParams,
     TerminalWaitParams,
     TerminalWriteParams,
     invalid,
@@ -21,6 +22,7 @@ from .process_api import SandboxEnvironment
 from .rpc import Call, Methods, NoParams, wait_deadline
 from .spawn import Launch, check_environment, resolve_cwd
 from .terminals import TerminalTable
+from .tickets import Tickets
 
 DEFAULT_TERM = "xterm-256color"
 
@@ -32,6 +34,7 @@ def register(
     *,
     workspace: str,
     max_buffer_bytes: int,
+    tickets: Tickets,
 ) -> None:
     registry = table.registry
 
@@ -111,6 +114,12 @@ def register(
         await table.terminate(terminal)
         return terminal.snapshot()
 
+    def ticket(params: TerminalTicketParams) -> dict[str, Any]:
+        terminal = registry.require(params.id, "ticket")
+        value, expires = tickets.issue(terminal.id, params.ttl_ms / 1000)
+        path = f"/terminals/{terminal.id}?ticket={value}"
+        return {"ticket": value, "expires_at": expires, "path": path}
+
     methods.add_sync("terminal.create", TerminalCreateParams, create)
     methods.add_sync("terminal.get", TerminalId, get)
     methods.add_sync("terminal.list", NoParams, list_)
@@ -120,3 +129,4 @@ def register(
     methods.add("terminal.wait_exit", TerminalWaitParams, wait_exit)
     methods.add_sync("terminal.interrupt", TerminalId, interrupt)
     methods.add("terminal.terminate", TerminalId, terminate)
+    methods.add_sync("terminal.ticket", TerminalTicketParams, ticket)

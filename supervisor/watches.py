@@ -57,10 +57,6 @@ class Watch:
         self.root_is_directory = True
         self.stopped: str | None = None
 
-    @property
-    def watched(self) -> int:
-        return len(self._paths)
-
     def start(self) -> None:
         """Add the kernel watches (raises OSError if the root cannot be watched)."""
         st = os.stat(self.root)
@@ -100,8 +96,7 @@ class Watch:
             kind = next((name for flag, name in _NAMES if event.mask & flag), None)
             if kind is None or self._excluded(path):
                 continue
-            if kind in ("delete", "move_from"):
-                self._scanned.discard(path)
+            # A create the scan already reported, or a path gone again: forget it either way.
             duplicate = kind in ("create", "move_to") and path in self._scanned
             self._scanned.discard(path)
             found: list[dict[str, Any]] = []
@@ -109,7 +104,7 @@ class Watch:
                 # Watched before it is reported: a client that acts inside a new directory
                 # once it has seen it appear misses nothing.
                 try:
-                    found = list(self._add_tree(path, report=True))
+                    found = self._add_tree(path, report=True)
                 except OSError as exc:
                     found = [{"type": "error", "error": f"cannot watch {path}: {exc.strerror}"}]
             if self._included(path) and not duplicate:
@@ -125,27 +120,26 @@ class Watch:
     def _included(self, path: str) -> bool:
         return self.include is None or self.include.matches_name(self._relative(path))
 
-    def _add_tree(self, directory: str, *, report: bool) -> Iterator[dict[str, Any]]:
-        events = list(self._add_tree_events(directory, report))
-        return iter(events)
-
-    def _add_tree_events(self, directory: str, report: bool) -> Iterator[dict[str, Any]]:
+    def _add_tree(self, directory: str, *, report: bool) -> list[dict[str, Any]]:
+        """Watch `directory` and, when recursive, every directory below it not yet watched;
+        with `report`, a `create` event for each entry found (a scan, in name order)."""
+        found: list[dict[str, Any]] = []
         try:
             wd = self.inotify.add_watch(directory, _DIRECTORY_MASK | Mask.DONT_FOLLOW)
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
                 raise  # the user's inotify watch limit: the watch would be incomplete
-            return  # gone again already, or not ours to read
+            return found  # gone again already, or not ours to read
         if self._paths.get(wd) == directory:
-            return  # already watched, and scanned when it was added
+            return found  # already watched, and scanned when it was added
         self._paths[wd] = directory
         if not self.recursive:
-            return
+            return found
         try:
             with os.scandir(directory) as scan:
                 children = sorted(scan, key=lambda e: e.name)
         except OSError:
-            return
+            return found
         for child in children:
             if self._excluded(child.path):
                 continue
@@ -158,9 +152,10 @@ class Watch:
                     self._scanned.clear()  # bounded: at worst a create is reported twice
                 self._scanned.add(child.path)
                 if self._included(child.path):
-                    yield _wire("create", child.path, is_directory)
-            if is_directory and self.recursive:
-                yield from self._add_tree_events(child.path, report)
+                    found.append(_wire("create", child.path, is_directory))
+            if is_directory:
+                found += self._add_tree(child.path, report=report)
+        return found
 
     def _forget_tree(self, directory: str) -> None:
         prefix = directory + os.sep

@@ -100,7 +100,7 @@ class WebSocket:
             if isinstance(event, Message):
                 self._size += len(event.data)
                 if self._size > self.settings.max_message:
-                    await self.close(MESSAGE_TOO_BIG, "message too big")
+                    self.close(MESSAGE_TOO_BIG, "message too big")
                     self._closed = True
                     return
                 self._parts.append(event.data)
@@ -110,11 +110,11 @@ class WebSocket:
                     self._pending.append(joined)
                     self._parts, self._size = [], 0
             elif isinstance(event, Ping):
-                await self._send_raw(self._ws.send(event.response()))
+                await self.io.write(self._ws.send(event.response()))
             elif isinstance(event, CloseConnection):
                 self.close_code = event.code
                 if self._ws.state is ConnectionState.REMOTE_CLOSING:
-                    await self._send_raw(self._ws.send(event.response()))
+                    await self.io.write(self._ws.send(event.response()))
                 self._closed = True
             elif isinstance(event, Pong):
                 pass  # hearing it is what counts
@@ -128,22 +128,11 @@ class WebSocket:
     async def _send(self, event: Message[Any]) -> None:
         if self._ws.state is not ConnectionState.OPEN:
             raise trio.ClosedResourceError("the WebSocket is closing")
-        await self._send_raw(self._ws.send(event))
+        await self.io.write(self._ws.send(event))
 
-    async def _send_raw(self, data: bytes) -> None:
-        await self.io.write(data)
-
-    async def close(self, code: int = 1000, reason: str = "") -> None:
-        """Queue a close frame (once); the socket closes when the peer answers or goes."""
-        if self._ws.state is ConnectionState.OPEN:
-            try:
-                data = self._ws.send(CloseConnection(code=code, reason=reason))
-            except LocalProtocolError:
-                return
-            await self._send_raw(data)
-
-    def close_nowait(self, code: int = 1000, reason: str = "") -> None:
-        """Queue a close frame now, whatever the backlog holds (it is a few bytes)."""
+    def close(self, code: int = 1000, reason: str = "") -> None:
+        """Queue a close frame (once), ahead of any backlog limit (it is a few bytes); the
+        socket closes when the peer answers or goes."""
         if self._ws.state is ConnectionState.OPEN:
             with contextlib.suppress(LocalProtocolError):
                 self.io.write_nowait(self._ws.send(CloseConnection(code=code, reason=reason)))
@@ -155,11 +144,11 @@ class WebSocket:
         while not self._closed:
             quiet = time.monotonic() - self._heard
             if quiet >= settings.idle_timeout:
-                await self.close(GOING_AWAY, "idle timeout")
+                self.close(GOING_AWAY, "idle timeout")
                 self.io.close_when_flushed()
                 return
             if quiet >= settings.ping_interval:
-                await self._send_raw(self._ws.send(Ping(payload=b"keep-alive")))
+                await self.io.write(self._ws.send(Ping(payload=b"keep-alive")))
                 await trio.sleep(min(settings.ping_interval, settings.idle_timeout - quiet))
             else:
                 await trio.sleep(settings.ping_interval - quiet)
@@ -200,7 +189,7 @@ class WsChannel:
             nursery.cancel_scope.cancel()
 
     def close_when_flushed(self) -> None:
-        self.websocket.close_nowait(GOING_AWAY)
+        self.websocket.close(GOING_AWAY)
         self.websocket.io.close_when_flushed()
 
     async def aclose(self) -> None:
