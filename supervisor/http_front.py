@@ -136,6 +136,7 @@ class HttpFront:
             await self._terminal(io, conn, head, rest)
 
     async def _read_head(self, io: SocketIO, conn: h11.Connection) -> _Head | int | None:
+        received = 0
         while True:
             try:
                 event = conn.next_event()
@@ -145,8 +146,12 @@ class HttpFront:
                 data = await io.receive_some(64 * 1024)
                 if not data and conn.their_state is h11.IDLE:
                     return None  # connected and left
+                received += len(data)
                 conn.receive_data(data)
                 continue
+            if received - len(conn.trailing_data[0]) > MAX_HEAD:
+                # h11 limits only a head still incomplete; one that came whole is measured here.
+                return 400
             if isinstance(event, h11.Request):
                 target = event.target.decode("latin-1")
                 path, _, query = target.partition("?")

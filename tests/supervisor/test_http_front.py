@@ -67,6 +67,7 @@ async def test_readiness_is_503_through_shutdown(spawn_daemon: Callable[..., Dae
         (b"GET /rpc HTTP/1.1\r\nHost: x\r\n\r\n", 400),  # not an upgrade
         (b"this is not http\r\n\r\n", 400),
         (b"GET /healthz HTTP/1.1\r\n\r\n", 400),  # HTTP/1.1 needs a Host
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 400),
         (  # an upgrade without a key
             b"GET /rpc HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             b"Sec-WebSocket-Version: 13\r\n\r\n",
