@@ -76,9 +76,11 @@ class Watch:
         """Wire events for a batch of kernel events, new directories scanned in order."""
         for event in raw:
             if event.mask & Mask.Q_OVERFLOW:
-                yield {"type": "overflow", "reason": "the kernel's event queue overflowed; rescan"}
+                # Directories made while events were lost have no watch yet: add them first,
+                # so that what happens after the client hears of the overflow is seen.
                 if self.root_is_directory:
-                    self._add_tree(self.root, report=False)
+                    self._add_tree(self.root, report=False, rescan=True)
+                yield {"type": "overflow", "reason": "the kernel's event queue overflowed; rescan"}
                 continue
             if event.mask & Mask.IGNORED:
                 self._paths.pop(event.wd, None)
@@ -120,9 +122,12 @@ class Watch:
     def _included(self, path: str) -> bool:
         return self.include is None or self.include.matches_name(self._relative(path))
 
-    def _add_tree(self, directory: str, *, report: bool) -> list[dict[str, Any]]:
+    def _add_tree(
+        self, directory: str, *, report: bool, rescan: bool = False
+    ) -> list[dict[str, Any]]:
         """Watch `directory` and, when recursive, every directory below it not yet watched;
-        with `report`, a `create` event for each entry found (a scan, in name order)."""
+        with `report`, a `create` event for each entry found (a scan, in name order). A
+        `rescan` also walks below directories already watched."""
         found: list[dict[str, Any]] = []
         try:
             wd = self.inotify.add_watch(directory, _DIRECTORY_MASK | Mask.DONT_FOLLOW)
@@ -130,7 +135,7 @@ class Watch:
             if exc.errno == errno.ENOSPC:
                 raise  # the user's inotify watch limit: the watch would be incomplete
             return found  # gone again already, or not ours to read
-        if self._paths.get(wd) == directory:
+        if self._paths.get(wd) == directory and not rescan:
             return found  # already watched, and scanned when it was added
         self._paths[wd] = directory
         if not self.recursive:
@@ -154,7 +159,7 @@ class Watch:
                 if self._included(child.path):
                     found.append(_wire("create", child.path, is_directory))
             if is_directory:
-                found += self._add_tree(child.path, report=report)
+                found += self._add_tree(child.path, report=report, rescan=rescan)
         return found
 
     def _forget_tree(self, directory: str) -> None:

@@ -135,6 +135,29 @@ async def test_a_slow_client_gets_an_overflow_not_unbounded_memory(
     assert growth < 20 * 1024 * 1024
 
 
+async def test_after_an_overflow_directories_made_meanwhile_are_watched(
+    client: Client, daemon: Daemon, ws: Path
+) -> None:
+    async with client.file.watch(str(ws)) as events:
+        await until(events, lambda e: e["type"] == "watching")
+        # Nothing is read while the queue overflows and then a directory appears: its
+        # create event is lost with the rest.
+        async with open_client(daemon.unix) as other:
+            p = await other.process.exec(
+                py(
+                    "import os\nfor name in 'ab': open(name, 'w').close()\n"
+                    "for i in range(100000): os.utime('ab'[i % 2])\n"
+                    "os.mkdir('late')"
+                ),
+                cwd=str(ws),
+            )
+            assert (await other.process.wait_exit(p["id"]))["code"] == 0
+        await until(events, lambda e: e["type"] == "overflow")
+        (ws / "late" / "f.txt").write_bytes(b"seen")
+        seen = await until(events, lambda e: e.get("path") == str(ws / "late" / "f.txt"))
+    assert seen[-1]["event_type"] == "create"
+
+
 async def test_filters(client: Client, ws: Path) -> None:
     (ws / "node_modules").mkdir()
     async with client.file.watch(str(ws)) as events:  # default excludes
