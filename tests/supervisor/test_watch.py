@@ -111,24 +111,28 @@ async def test_a_thousand_quick_creations_are_never_silent(client: Client, ws: P
     assert overflowed or created == {f"f{i}.tmp" for i in range(1000)}
 
 
+async def overflow_unread(daemon: Daemon, ws: Path, then: str = "") -> None:
+    """100,000 events in `ws` (more than the kernel queues: 16,384), then `then`. Run from
+    a second connection: the watching one's reader is stalled behind its unread stream."""
+    async with open_client(daemon.unix) as other:
+        p = await other.process.exec(
+            py(
+                "import os\nfor name in 'ab': open(name, 'w').close()\n"
+                "for i in range(100000): os.utime('ab'[i % 2])\n" + then  # alternating: no merging
+            ),
+            cwd=str(ws),
+        )
+        assert (await other.process.wait_exit(p["id"]))["code"] == 0
+
+
 async def test_a_slow_client_gets_an_overflow_not_unbounded_memory(
     client: Client, daemon: Daemon, ws: Path
 ) -> None:
     rss_before = psutil.Process(daemon.proc.pid).memory_info().rss
     async with client.file.watch(str(ws)) as events:
         await until(events, lambda e: e["type"] == "watching")
-        # Nobody reads while 100,000 events happen: the kernel's queue (16,384) overflows.
-        # (The writer is started from a second connection: this one's reader is stalled
-        # behind the unread stream.)
-        async with open_client(daemon.unix) as other:
-            p = await other.process.exec(
-                py(
-                    "import os\nfor name in 'ab': open(name, 'w').close()\n"
-                    "for i in range(100000): os.utime('ab'[i % 2])"  # alternating: no merging
-                ),
-                cwd=str(ws),
-            )
-            assert (await other.process.wait_exit(p["id"]))["code"] == 0
+        # Nobody reads while 100,000 events happen: the kernel's queue overflows.
+        await overflow_unread(daemon, ws)
         growth = psutil.Process(daemon.proc.pid).memory_info().rss - rss_before
         seen = await until(events, lambda e: e["type"] == "overflow")
     assert seen[-1]["reason"]
@@ -142,16 +146,7 @@ async def test_after_an_overflow_directories_made_meanwhile_are_watched(
         await until(events, lambda e: e["type"] == "watching")
         # Nothing is read while the queue overflows and then a directory appears: its
         # create event is lost with the rest.
-        async with open_client(daemon.unix) as other:
-            p = await other.process.exec(
-                py(
-                    "import os\nfor name in 'ab': open(name, 'w').close()\n"
-                    "for i in range(100000): os.utime('ab'[i % 2])\n"
-                    "os.mkdir('late')"
-                ),
-                cwd=str(ws),
-            )
-            assert (await other.process.wait_exit(p["id"]))["code"] == 0
+        await overflow_unread(daemon, ws, then="os.mkdir('late')")
         await until(events, lambda e: e["type"] == "overflow")
         (ws / "late" / "f.txt").write_bytes(b"seen")
         seen = await until(events, lambda e: e.get("path") == str(ws / "late" / "f.txt"))
