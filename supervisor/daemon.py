@@ -19,6 +19,7 @@ from protocol import DEFAULT_MAX_FRAME, ServerPolicy, SupervisorError
 
 from . import SERVER_NAME, pid1
 from .addresses import Address, TcpAddress, UnixAddress, default_socket_path
+from .epoll_hub import EpollHub
 from .file_api import register as register_files
 from .http_front import HttpFront
 from .listeners import ListenError, Listeners
@@ -157,8 +158,9 @@ async def serve(
 
     identity = Runtime()
     reaper = Reaper()
-    processes = ProcessTable(identity.instance, reaper, config.processes)
-    terminals = TerminalTable(identity.instance, reaper, config.terminals)
+    hub = EpollHub()
+    processes = ProcessTable(identity.instance, reaper, hub, config.processes)
+    terminals = TerminalTable(identity.instance, reaper, hub, config.terminals)
     environment = SandboxEnvironment(dict(os.environ))
     watch = ListenerWatch()
     identity.counters["port_queries"] = lambda: watch.queries
@@ -218,6 +220,7 @@ async def serve(
         async with trio.open_nursery() as nursery:
             await nursery.start(pid1.serve_signals, lifecycle, forward)
             await nursery.start(reaper.serve)
+            await nursery.start(hub.serve)
             await nursery.start(processes.serve)
             await nursery.start(terminals.serve)
             await nursery.start(watch.serve)

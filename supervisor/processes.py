@@ -20,9 +20,10 @@ import trio
 from protocol import ErrorCode
 
 from . import proctree
+from .epoll_hub import EpollHub
 from .outcome import Exit, Outcome
 from .pumps import Pumps
-from .reaper import Reaper
+from .reaper import ExitStatus, Reaper
 from .registry import Kind, Registry
 from .ringlog import RingLog
 from .spawn import MARKER, Launch, pipe_stdio, spawn
@@ -119,6 +120,18 @@ class Process(Outcome):
         return delivered + signal_marked(self.id, signum, marked, skip_pgid=skip)
 
 
+def group_is_gone(pgid: int) -> bool:
+    """True when group `pgid` has no process at all, not even a zombie: the cheap check, one
+    system call (`wait_group_empty` does the thorough one)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # a member changed user: it exists
+    return False
+
+
 async def wait_group_empty(pgid: int) -> None:
     """Return once no live process is left in group `pgid`.
 
@@ -155,16 +168,26 @@ async def wait_group_empty(pgid: int) -> None:
 
 
 class ProcessTable:
-    """Every supervised process of this daemon, running and recently finished."""
+    """Every supervised process of this daemon, running and recently finished.
 
-    def __init__(self, instance: str, reaper: Reaper, settings: ProcessSettings) -> None:
+    A process has no task of its own while it runs: its pipes are pumps on the hub, and its
+    exit comes from the reaper as a callback. The common ending (the group empties with the
+    root, and the pipes reach EOF with it) finishes right there; only a group that outlives
+    its root, or a pipe held open by someone else, costs a settling task.
+    """
+
+    def __init__(
+        self, instance: str, reaper: Reaper, hub: EpollHub, settings: ProcessSettings
+    ) -> None:
         self.reaper = reaper
+        self.hub = hub
         self.settings = settings
         self.registry: Registry[Process] = Registry(PROCESS, instance, settings.retain_finished)
         self._nursery: trio.Nursery | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Own the supervising tasks. Cancellation: stops supervising (see `terminate_all`)."""
+        """Own the settling and lifetime tasks. Cancellation: stops supervising (see
+        `terminate_all`)."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
@@ -195,42 +218,62 @@ class ProcessTable:
         finally:
             os.close(out_w)
             os.close(err_w)
-        self.reaper.watch(pid)
         ring = RingLog(buffer_bytes, block=block)
         process = Process(pid, process_id, launch, ring, timeout, kill_grace)
+        settings = self.settings
+        pumps = Pumps(
+            self.hub, ring, read_size=settings.read_size, drain_limit=settings.drain_limit
+        )
+        pumps.add(out_r, "stdout")
+        pumps.add(err_r, "stderr")
+        self.reaper.watch(pid, lambda status: self._exited(process, pumps, status))
         self.registry.add(process_id, process)
-        self._nursery.start_soon(self._supervise, process, out_r, err_r)
+        if timeout is not None:
+            self._nursery.start_soon(self._enforce_lifetime, process)
         log.info("started %s (pid %d): %s", process_id, pid, launch.argv)
         return process
 
-    async def _supervise(self, process: Process, out_r: int, err_r: int) -> None:
-        settings = self.settings
-        pumps = Pumps(process.log, read_size=settings.read_size, drain_limit=settings.drain_limit)
+    def _exited(self, process: Process, pumps: Pumps, status: ExitStatus) -> None:
+        """The root has been reaped: finish now if nothing is left, else settle in a task."""
+        if group_is_gone(process.pgid):
+            process.group_settled.set()
+            if pumps.pull_now():
+                self._finish(process, pumps, status)
+                return
+        if self._nursery is None:
+            self._finish(process, pumps, status)  # the daemon is stopping: take what there is
+            return
+        self._nursery.start_soon(self._settle, process, pumps, status)
+
+    async def _settle(self, process: Process, pumps: Pumps, status: ExitStatus) -> None:
         try:
-            async with trio.open_nursery() as nursery:
-                pumps.start(nursery, out_r, "stdout")
-                pumps.start(nursery, err_r, "stderr")
-                if process.timeout is not None:
-                    nursery.start_soon(self._enforce_lifetime, process)
-                status = await self.reaper.wait(process.pid)
+            if not process.group_settled.is_set():
                 await wait_group_empty(process.pgid)
                 process.group_settled.set()
-                await pumps.settle(settings.drain_grace)
-                nursery.cancel_scope.cancel()  # the lifetime timer
+            await pumps.settle(self.settings.drain_grace)
         except Exception as exc:
-            log.exception("supervising %s failed", process.id)
+            log.exception("settling %s failed", process.id)
+            pumps.close()
             process.fail(ErrorCode.INTERNAL_ERROR, f"supervision failed: {exc}")
             return
-        finally:
-            os.close(out_r)
-            os.close(err_r)
-        process.finish(Exit(status.code, status.signal, process.timed_out))
-        log.info("%s exited: %s", process.id, process.exit)
+        self._finish(process, pumps, status)
+
+    def _finish(self, process: Process, pumps: Pumps, status: ExitStatus) -> None:
+        pumps.close()
+        process.group_settled.set()
+        if pumps.error is not None:
+            log.error("reading the output of %s failed: %s", process.id, pumps.error)
+            process.fail(ErrorCode.INTERNAL_ERROR, f"supervision failed: {pumps.error}")
+        else:
+            process.finish(Exit(status.code, status.signal, process.timed_out))
+            log.info("%s exited: %s", process.id, process.exit)
         self.registry.retire(process.id)
 
     async def _enforce_lifetime(self, process: Process) -> None:
         assert process.timeout is not None
-        await trio.sleep(process.timeout)
+        with trio.move_on_after(process.timeout):
+            await process.group_settled.wait()
+            return
         process.timed_out = True
         log.info("%s reached its lifetime of %g s: SIGTERM", process.id, process.timeout)
         process.signal_tree(signal.SIGTERM)

@@ -1,93 +1,145 @@
-"""Pumps: move what a child writes on a descriptor into a ring log, whoever listens.
+"""Pumps: move what a child writes on its descriptors into its ring log, whoever listens.
 
-A pump runs until end of file. When the child has finished but something else still holds
-the other end (an escaped descendant, a background job on a terminal), end of file may never
-come: `settle()` waits a short grace for it, then tells the pumps to take only what is
-already buffered (bounded) and stop. Exit is not EOF.
+A pump is not a task: the hub calls it when its descriptor is readable, and it reads a
+bounded amount and returns. It ends at end of file (or EIO, which is how a PTY master says
+that the last slave descriptor has closed).
+
+When the child has finished but something else still holds the other end (an escaped
+descendant, a background job on a terminal), end of file may never come: `settle()` waits a
+short grace for it, then takes only what is already buffered (bounded) and stops. Exit is
+not EOF.
+
+Under block flow a pump whose log refuses a chunk holds that one chunk, leaves the hub (so
+the pipe fills and the child's writes block), and goes back when a reader makes room.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 
 import trio
 
+from .epoll_hub import EpollHub
 from .ringlog import RingLog
 
-#: Bytes a pump moves between two schedule points when its child writes without pause.
-YIELD_BYTES = 64 * 1024
+log = logging.getLogger(__name__)
+
+#: Bytes a pump moves per call from the hub when its child writes without pause: then it
+#: returns, so one fast writer still shares the loop.
+ROUND_BYTES = 256 * 1024
+
+
+class _Pump:
+    def __init__(self, group: Pumps, fd: int, stream: str) -> None:
+        self.group = group
+        self.fd = fd
+        self.stream = stream
+        self.open = True
+        self.held: bytes | None = None  # a chunk the log refused (block flow)
+
+    def pull(self, budget: int) -> None:
+        """Read what is there, up to `budget` bytes; end at EOF."""
+        group = self.group
+        while self.open and self.held is None and budget > 0:
+            try:
+                data = os.read(self.fd, group.read_size)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno != errno.EIO:
+                    group.error = exc
+                self.end()
+                return
+            if not data:
+                self.end()
+                return
+            budget -= len(data)
+            if not group.log.offer(self.stream, data):
+                self.held = data
+                group.hub.pause(self.fd)
+                group.log.when_room(self._retry_held)
+
+    def _retry_held(self) -> None:
+        if not self.open or self.held is None:
+            return
+        if not self.group.log.offer(self.stream, self.held):
+            self.group.log.when_room(self._retry_held)
+            return
+        self.held = None
+        self.group.hub.resume(self.fd)
+
+    def end(self) -> None:
+        if self.open:
+            self.open = False
+            self.group.hub.remove(self.fd)
+            self.group._pump_ended()
 
 
 class Pumps:
-    def __init__(self, log: RingLog, *, read_size: int, drain_limit: int) -> None:
+    """The pumps of one launch, into one log. Owns their descriptors: `close()` them."""
+
+    def __init__(self, hub: EpollHub, log: RingLog, *, read_size: int, drain_limit: int) -> None:
+        self.hub = hub
         self.log = log
-        self._read_size = min(read_size, log.max_chunk)
+        self.read_size = min(read_size, log.max_chunk)
         self._drain_limit = drain_limit
-        self._draining = False
-        self._idle_waits: set[trio.CancelScope] = set()
-        self._running = 0
+        self._pumps: list[_Pump] = []
+        self._open = 0
         self._done = trio.Event()
+        #: The first unexpected read error; the pump that met it has stopped.
+        self.error: OSError | None = None
 
-    def start(self, nursery: trio.Nursery, fd: int, stream: str) -> None:
-        self._running += 1
-        nursery.start_soon(self._run, fd, stream)
-
-    async def _run(self, fd: int, stream: str) -> None:
-        try:
-            await self._pump(fd, stream)
-        finally:
-            self._running -= 1
-            if self._running == 0:
-                self._done.set()
-
-    async def _pump(self, fd: int, stream: str) -> None:
+    def add(self, fd: int, stream: str) -> None:
         os.set_blocking(fd, False)
-        drained = 0
-        unyielded = 0
-        while True:
-            try:
-                data = os.read(fd, self._read_size)
-            except BlockingIOError:
-                if self._draining:
-                    return
-                unyielded = 0  # waiting below is a schedule point
-                with trio.CancelScope() as idle:
-                    self._idle_waits.add(idle)
-                    try:
-                        await trio.lowlevel.wait_readable(fd)
-                    finally:
-                        self._idle_waits.discard(idle)
-                continue
-            except OSError as exc:
-                if exc.errno == errno.EIO:
-                    return  # a PTY master once the last slave descriptor has closed
-                raise
-            if not data:
-                return
-            if self._draining:
-                drained += len(data)
-            await self.log.append(stream, data, checkpoint=False)
-            # A PTY hands over 4 KiB a read: yielding after every one cost a quarter of the
-            # throughput. Yield per YIELD_BYTES instead, so a fast child still shares the loop.
-            unyielded += len(data)
-            if unyielded >= YIELD_BYTES:
-                unyielded = 0
-                await trio.lowlevel.checkpoint()
-            if drained >= self._drain_limit:
-                return
+        pump = _Pump(self, fd, stream)
+        self._pumps.append(pump)
+        self._open += 1
+        self.hub.add(fd, lambda: pump.pull(ROUND_BYTES))
+
+    @property
+    def done(self) -> bool:
+        return self._open == 0
+
+    def _pump_ended(self) -> None:
+        self._open -= 1
+        if self._open == 0:
+            self._done.set()
+
+    def pull_now(self) -> bool:
+        """Take what is readable right now, without waiting; True when every pump has ended.
+
+        The child's descriptors close before its parent hears that it exited, so once its
+        exit is known a pipe nobody else holds reads to EOF here, with no round of the hub.
+        """
+        for pump in self._pumps:
+            if pump.held is None:
+                pump.pull(self._drain_limit)
+        return self.done
 
     async def settle(self, grace: float) -> None:
-        """Return once every pump has stopped: at EOF within `grace`, else after a last,
+        """Return once every pump has ended: at EOF within `grace`, else after a last,
         bounded drain. The log stops holding the writer back from then on.
 
-        Cancellation: the pumps keep running; call again to finish.
+        Cancellation: the pumps stay as they are; call again to finish.
         """
         with trio.move_on_after(grace):
             await self._done.wait()
             return
-        self._draining = True
-        self.log.release()
-        for idle in list(self._idle_waits):
-            idle.cancel()
-        await self._done.wait()
+        self.log.release()  # a held chunk goes in now (see `_retry_held`)
+        for pump in self._pumps:
+            pump.pull(self._drain_limit)
+            pump.end()
+
+    def stop(self) -> None:
+        """End every pump; the descriptors stay open (a PTY master is its `Pty`'s to close)."""
+        for pump in self._pumps:
+            pump.end()
+
+    def close(self) -> None:
+        """End every pump and close its descriptor."""
+        self.stop()
+        for pump in self._pumps:
+            os.close(pump.fd)
+        self._pumps.clear()

@@ -13,9 +13,12 @@ import ctypes
 import logging
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import trio
+
+from . import signalfd
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +40,6 @@ class ExitStatus:
         return cls(os.WEXITSTATUS(status), None)
 
 
-class _Watch:
-    def __init__(self) -> None:
-        self.done = trio.Event()
-        self.status: ExitStatus | None = None
-
-
 def become_subreaper() -> bool:
     """Make orphaned descendants reparent to this process. True on success."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -50,30 +47,19 @@ def become_subreaper() -> bool:
     return result == 0
 
 
+ExitCallback = Callable[[ExitStatus], None]
+
+
 class Reaper:
     def __init__(self) -> None:
-        self._watches: dict[int, _Watch] = {}
-        self._reaped = trio.Event()
+        self._watches: dict[int, ExitCallback] = {}
         self.orphans_reaped = 0
 
-    def watch(self, pid: int) -> None:
-        """Register a child just spawned, before the next checkpoint, so no exit is missed."""
-        self._watches[pid] = _Watch()
-
-    async def wait(self, pid: int) -> ExitStatus:
-        """The exit status of a watched child, once it has been reaped.
-
-        Cancellation: only the wait ends; the status is still collected and kept.
-        """
-        watch = self._watches[pid]
-        await watch.done.wait()
-        assert watch.status is not None
-        self._watches.pop(pid, None)
-        return watch.status
-
-    async def wait_for_any_reap(self) -> None:
-        """Return after the next batch of children has been reaped."""
-        await self._reaped.wait()
+    def watch(self, pid: int, on_exit: ExitCallback) -> None:
+        """Call `on_exit(status)` once the child `pid` has been reaped. Register it right
+        after the spawn, before the next checkpoint, so no exit is missed. The callback runs
+        synchronously, in the reaping task: it must not block."""
+        self._watches[pid] = on_exit
 
     def reap_now(self) -> int:
         """Collect every exited child without blocking; returns how many."""
@@ -86,25 +72,39 @@ class Reaper:
             if pid == 0:
                 break
             count += 1
-            watch = self._watches.get(pid)
-            if watch is None:
+            on_exit = self._watches.pop(pid, None)
+            if on_exit is None:
                 self.orphans_reaped += 1
                 log.debug("reaped orphan %d (status %#x)", pid, status)
                 continue
-            watch.status = ExitStatus.from_wait_status(status)
-            watch.done.set()
-        if count:
-            self._reaped.set()
-            self._reaped = trio.Event()
+            try:
+                on_exit(ExitStatus.from_wait_status(status))
+            except Exception:
+                # One owner's bug must not stop the reaping of every other child.
+                log.exception("exit callback for pid %d failed", pid)
         return count
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Reap on every SIGCHLD, forever. Idle costs nothing: it sleeps on the signal.
+        """Reap on every SIGCHLD, forever. Idle costs nothing: it sleeps on a signalfd.
 
-        Cancellation: stops reaping; call `reap_now()` afterwards for a last sweep.
+        SIGCHLD is blocked and read from a signalfd rather than caught: a caught signal
+        crosses a Python-level handler, trio's wake-up socket and a second task before
+        anyone reaps, on every exit. The mask is set here, before the daemon starts any
+        thread, and threads inherit it, so no thread can take the signal and lose it.
+        Children start with an empty mask (see `spawn`).
+
+        Cancellation: stops reaping and restores the mask; call `reap_now()` afterwards for a
+        last sweep.
         """
-        with trio.open_signal_receiver(signal.SIGCHLD) as signals:
-            self.reap_now()  # children that exited before the receiver was installed
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        fd = signalfd.open_signalfd({signal.SIGCHLD})
+        try:
+            self.reap_now()  # children that exited before the signalfd existed
             task_status.started()
-            async for _ in signals:
+            while True:
+                await trio.lowlevel.wait_readable(fd)
+                signalfd.drain(fd)
                 self.reap_now()
+        finally:
+            os.close(fd)
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)

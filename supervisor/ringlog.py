@@ -7,14 +7,16 @@ chunks are dropped whole, and a reader that fell behind learns how many bytes it
 
 Memory is taken as data arrives, never up front.
 
-Flow control: in `block` mode, `append()` waits rather than drop bytes that an attached
-reader has not taken yet; with no reader attached it behaves like `drop`.
+Flow control: in `block` mode, `offer()` refuses rather than drop bytes that an attached
+reader has not taken yet, and `when_room()` says when to offer again; with no reader
+attached it behaves like `drop`.
 """
 
 from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,27 +143,27 @@ class RingLog:
         self.completion: dict[str, Any] | None = None
         self._readers: set[Reader] = set()
         self._appended = trio.Event()
-        self._progress = trio.Event()
+        self._room_waiters: list[Callable[[], None]] = []
 
     # -- writing ------------------------------------------------------------------------
 
-    async def append(
-        self, stream: str, data: bytes, *, block: bool = True, checkpoint: bool = True
-    ) -> None:
-        """Add a chunk. In block mode (and `block` not waived) wait until no attached reader
-        would lose unread bytes to make room. Without `checkpoint` it returns at once when
-        there is room: a producer that appends in a loop then yields on its own schedule.
+    def offer(self, stream: str, data: bytes) -> bool:
+        """Add a chunk, unless the log is in block mode and making room would drop bytes an
+        attached reader has not taken yet: then add nothing and return False (see
+        `when_room`)."""
+        if self.block and data:
+            lagging = self._bytes_to_free(len(data))
+            if lagging and self._would_drop_unread(lagging):
+                return False
+        if data:
+            self._append_nowait(stream, data)
+        return True
 
-        Cancellation: the chunk is not added.
-        """
-        if not data:
-            return
-        if self.block and block:
-            while (lagging := self._bytes_to_free(len(data))) and self._would_drop_unread(lagging):
-                await self._progress.wait()
-        self._append_nowait(stream, data)
-        if checkpoint:
-            await trio.lowlevel.checkpoint()
+    def when_room(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` once, the next time a reader moves on or the log stops holding
+        writers back: the moment to `offer` again. It runs synchronously, in the task that
+        made the progress, so it must not block."""
+        self._room_waiters.append(callback)
 
     @property
     def max_chunk(self) -> int:
@@ -208,8 +210,9 @@ class RingLog:
         self._appended.set()
 
     def _wake_writers(self) -> None:
-        self._progress.set()
-        self._progress = trio.Event()
+        waiters, self._room_waiters = self._room_waiters, []
+        for callback in waiters:
+            callback()
 
     # -- reading ------------------------------------------------------------------------
 

@@ -19,11 +19,12 @@ import trio
 from protocol import ErrorCode, SupervisorError
 
 from . import proctree
+from .epoll_hub import EpollHub
 from .outcome import Exit, Outcome
 from .processes import signal_marked, wait_all_or_hurry
 from .ptys import Pty
 from .pumps import Pumps
-from .reaper import Reaper
+from .reaper import ExitStatus, Reaper
 from .registry import Kind, Registry
 from .ringlog import RingLog
 from .spawn import MARKER, Launch, spawn, terminal_stdio
@@ -135,8 +136,11 @@ class Terminal(Outcome):
 
 
 class TerminalTable:
-    def __init__(self, instance: str, reaper: Reaper, settings: TerminalSettings) -> None:
+    def __init__(
+        self, instance: str, reaper: Reaper, hub: EpollHub, settings: TerminalSettings
+    ) -> None:
         self.reaper = reaper
+        self.hub = hub
         self.settings = settings
         self.registry: Registry[Terminal] = Registry(TERMINAL, instance, settings.retain_finished)
         self._nursery: trio.Nursery | None = None
@@ -159,29 +163,45 @@ class TerminalTable:
         except BaseException:
             pty.close()
             raise
-        self.reaper.watch(pid)
         terminal = Terminal(terminal_id, pid, launch, pty, RingLog(buffer_bytes), (cols, rows))
+        settings = self.settings
+        pumps = Pumps(
+            self.hub, terminal.log, read_size=settings.read_size, drain_limit=settings.drain_limit
+        )
+        pumps.add(pty.master, "pty")
+        self.reaper.watch(pid, lambda status: self._exited(terminal, pumps, status))
         self.registry.add(terminal_id, terminal)
-        self._nursery.start_soon(self._supervise, terminal)
         log.info("started %s (pid %d): %s", terminal_id, pid, launch.argv)
         return terminal
 
-    async def _supervise(self, terminal: Terminal) -> None:
-        settings = self.settings
-        pumps = Pumps(terminal.log, read_size=settings.read_size, drain_limit=settings.drain_limit)
+    def _exited(self, terminal: Terminal, pumps: Pumps, status: ExitStatus) -> None:
+        """The shell has been reaped: finish now if the PTY has already ended (no background
+        job holds it), else settle in a task."""
+        if pumps.pull_now() or self._nursery is None:
+            self._finish(terminal, pumps, status)
+        else:
+            self._nursery.start_soon(self._settle, terminal, pumps, status)
+
+    async def _settle(self, terminal: Terminal, pumps: Pumps, status: ExitStatus) -> None:
         try:
-            async with trio.open_nursery() as nursery:
-                pumps.start(nursery, terminal.pty.master, "pty")
-                status = await self.reaper.wait(terminal.pid)
-                await pumps.settle(settings.drain_grace)
+            await pumps.settle(self.settings.drain_grace)
         except Exception as exc:
-            log.exception("supervising %s failed", terminal.id)
+            log.exception("settling %s failed", terminal.id)
+            pumps.stop()
+            terminal.pty.close()
             terminal.fail(ErrorCode.INTERNAL_ERROR, f"supervision failed: {exc}")
             return
-        finally:
-            terminal.pty.close()
-        terminal.finish(Exit(status.code, status.signal, False))
-        log.info("%s exited: %s", terminal.id, terminal.exit)
+        self._finish(terminal, pumps, status)
+
+    def _finish(self, terminal: Terminal, pumps: Pumps, status: ExitStatus) -> None:
+        pumps.stop()
+        terminal.pty.close()
+        if pumps.error is not None:
+            log.error("reading the output of %s failed: %s", terminal.id, pumps.error)
+            terminal.fail(ErrorCode.INTERNAL_ERROR, f"supervision failed: {pumps.error}")
+        else:
+            terminal.finish(Exit(status.code, status.signal, False))
+            log.info("%s exited: %s", terminal.id, terminal.exit)
         self.registry.retire(terminal.id)
 
     async def terminate(self, terminal: Terminal) -> None:

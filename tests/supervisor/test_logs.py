@@ -172,6 +172,35 @@ async def test_block_flow_is_lossless_with_a_slow_follower(client: Client, daemo
     assert truncated == 0 and received == total
 
 
+async def test_block_flow_delivers_the_last_chunk_while_the_child_writes_nothing_more(
+    client: Client, daemon: Daemon
+) -> None:
+    """The chunk a full ring refused goes in as soon as the follower makes room, not at the
+    child's next write or exit: here the child has written everything and then waits for us,
+    so a chunk held back until more output came would never arrive."""
+    total = 400_000
+    gate = daemon.dir / f"gate-last-{id(client)}"
+    os.mkfifo(gate)
+    code = (
+        f"import sys\nsys.stdout.write('w' * {total})\nsys.stdout.flush()\n"
+        f"open({str(gate)!r}).read()"
+    )
+    p = await client.process.exec(py(code), buffer_bytes=16384, flow="block")
+    received = 0
+    with trio.fail_after(20):
+        async with client.process.logs(p["id"], follow=True) as events:
+            async for event in events:
+                assert event["type"] != "truncated"
+                if event["type"] == "stdout":
+                    received += len(event["data"])
+                    if received == total:
+                        break
+                    await trio.sleep(0.0005)  # a slow reader: the ring fills and refuses
+        assert received == total
+        await trio.to_thread.run_sync(gate.write_text, "go")
+        await client.process.wait_exit(p["id"])
+
+
 async def test_block_flow_without_follower_behaves_like_drop(client: Client) -> None:
     p = await client.process.exec(
         py("import sys; sys.stdout.write('z' * 100000)"), buffer_bytes=8192, flow="block"

@@ -8,9 +8,9 @@ from supervisor.ringlog import Chunk, RingLog
 async def test_extend_joins_consecutive_chunks_of_one_stream_up_to_the_limit() -> None:
     log = RingLog(1 << 20)
     for data in (b"aa", b"bb", b"cc"):
-        await log.append("stdout", data)
-    await log.append("stderr", b"EE")
-    await log.append("stdout", b"dd")
+        log.offer("stdout", data)
+    log.offer("stderr", b"EE")
+    log.offer("stdout", b"dd")
     with log.reader(0) as reader:
         first = await reader.next()
         assert isinstance(first, Chunk)
