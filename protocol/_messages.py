@@ -6,7 +6,6 @@ message needs and ignores keys it does not know.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +49,14 @@ class Welcome:
     max_frame: int
 
     def to_wire(self) -> dict[str, Any]:
-        return {"type": "welcome", **dataclasses.asdict(self)}
+        return {
+            "type": "welcome",
+            "version": self.version,
+            "instance": self.instance,
+            "server": self.server,
+            "capabilities": list(self.capabilities),
+            "max_frame": self.max_frame,
+        }
 
 
 @dataclass(frozen=True)
