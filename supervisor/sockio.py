@@ -13,7 +13,9 @@ It works on its own duplicate of the stream's descriptor, so that it can pass
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
 import os
 import socket
 
@@ -21,6 +23,9 @@ import trio
 
 #: Bytes queued per connection before senders wait for the peer to read.
 DEFAULT_HIGH_WATER = 1024 * 1024
+
+#: Backlog parts handed to one `sendmsg` at most (the kernel's limit, IOV_MAX, is 1024).
+_GATHER_PARTS = 64
 
 _BROKEN = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
 
@@ -37,7 +42,9 @@ class SocketIO:
         self._sock = socket.socket(fileno=os.dup(stream.socket.fileno()))
         self._sock.setblocking(False)
         self._high_water = high_water
-        self._backlog = bytearray()
+        # The parts not yet written, as views of the callers' bytes: queueing copies nothing.
+        self._backlog: collections.deque[memoryview] = collections.deque()
+        self._backlog_bytes = 0
         self._room = trio.lowlevel.ParkingLot()  # senders waiting for the backlog to shrink
         self._queued = trio.lowlevel.ParkingLot()  # the flusher, waiting for a backlog
         self._closing = False
@@ -46,7 +53,7 @@ class SocketIO:
 
     @property
     def backlog(self) -> int:
-        return len(self._backlog)
+        return self._backlog_bytes
 
     async def receive_some(self, max_bytes: int) -> bytes:
         """Bytes the peer sent, or b"" at end of stream.
@@ -78,7 +85,7 @@ class SocketIO:
         if cancelled, nothing of `data` was queued.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        while len(self._backlog) >= self._high_water and not self._closing:
+        while self._backlog_bytes >= self._high_water and not self._closing:
             self._check_open()
             await self._room.park()
         self._check_open()
@@ -114,12 +121,17 @@ class SocketIO:
                 if sent >= len(part):
                     sent -= len(part)
                     continue
-                self._backlog += memoryview(part)[sent:]
+                self._queue(memoryview(part)[sent:])
                 sent = 0
         else:
             for part in parts:
-                self._backlog += part
+                self._queue(memoryview(part))
         self._queued.unpark_all()
+
+    def _queue(self, part: memoryview) -> None:
+        if part:
+            self._backlog.append(part)
+            self._backlog_bytes += len(part)
 
     async def flush(self) -> None:
         """Write out the backlog. Cancellation: stops; what is left stays queued."""
@@ -127,15 +139,29 @@ class SocketIO:
             self._check_open()
             await trio.lowlevel.wait_writable(self._sock)
             try:
-                sent = self._sock.send(self._backlog, socket.MSG_NOSIGNAL)
+                sent = self._sock.sendmsg(
+                    itertools.islice(self._backlog, _GATHER_PARTS), (), socket.MSG_NOSIGNAL
+                )
             except BlockingIOError:
                 continue
             except _BROKEN as exc:
                 self._break(exc)
                 raise trio.BrokenResourceError(str(exc)) from exc
-            del self._backlog[:sent]
-            if len(self._backlog) < self._high_water:
+            self._consume(sent)
+            if self._backlog_bytes < self._high_water:
                 self._room.unpark_all()
+
+    def _consume(self, sent: int) -> None:
+        """Drop `sent` bytes, written, from the front of the backlog."""
+        self._backlog_bytes -= sent
+        backlog = self._backlog
+        while sent:
+            first = backlog[0]
+            if sent < len(first):
+                backlog[0] = first[sent:]
+                return
+            sent -= len(first)
+            backlog.popleft()
 
     async def flush_forever(self) -> None:
         """Flush whenever something is queued; return once `close_when_flushed()` was called
@@ -166,6 +192,7 @@ class SocketIO:
     def _break(self, exc: BaseException) -> None:
         self._broken = exc
         self._backlog.clear()
+        self._backlog_bytes = 0
         self._room.unpark_all()
 
     def _check_open(self) -> None:
