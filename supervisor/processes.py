@@ -224,8 +224,8 @@ class ProcessTable:
         pumps = Pumps(
             self.hub, ring, read_size=settings.read_size, drain_limit=settings.drain_limit
         )
-        pumps.add(out_r, "stdout")
-        pumps.add(err_r, "stderr")
+        pumps.add(out_r, "stdout", grows=True)
+        pumps.add(err_r, "stderr", grows=True)
         self.reaper.watch(pid, lambda status: self._exited(process, pumps, status))
         self.registry.add(process_id, process)
         if timeout is not None:

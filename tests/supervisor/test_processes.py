@@ -361,3 +361,19 @@ async def test_list_keeps_running_and_bounds_finished(client: Client) -> None:
         (x["id"] for x in listed), key=lambda i: int(i.rsplit("-", 1)[1])
     )
     await client.process.kill(sleeper["id"], 9)
+
+
+async def test_a_pipe_that_fills_grows_and_a_quiet_one_does_not(client: Client) -> None:
+    """The child asks its own stdout how big the pipe is, after writing: a heavy writer's
+    pipe has grown (bigger reads, fewer wake-ups), a quiet one keeps the kernel default."""
+    ask = "import fcntl, sys; sys.stderr.write(str(fcntl.fcntl(1, 1032)))"  # F_GETPIPE_SZ
+    heavy = await client.process.exec(
+        py(f"import os\nfor _ in range(8): os.write(1, bytes(1 << 20))\n{ask}")
+    )
+    quiet = await client.process.exec(py(f"print('hi')\n{ask}"))
+    sizes = {}
+    for name, p in (("heavy", heavy), ("quiet", quiet)):
+        out = await client.process.output(p["id"], timeout_ms=20_000)
+        assert out["exit_code"] == 0, out
+        sizes[name] = int(out["stderr"])
+    assert sizes == {"heavy": 256 * 1024, "quiet": 64 * 1024}
