@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -20,13 +21,38 @@ HEADER_SIZE = _HEADER.size
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 
 
+#: Payloads smaller than this are copied into the frame: a part of their own costs more.
+GATHER_MIN = 4096
+
+
+@dataclass(frozen=True)
+class Payload:
+    """Bytes held in parts (consecutive reads of a pipe, say), packed as one msgpack bin.
+
+    In the last place of a message (the last value of its last map, however deep), a stream
+    frame carries the parts as they are (see `encode_frame_parts`); anywhere else, or in
+    `pack_message`, they are joined.
+    """
+
+    parts: tuple[bytes, ...]
+
+    def __len__(self) -> int:
+        return sum(map(len, self.parts))
+
+
 def _refuse_ext(code: int, data: bytes) -> object:
     raise ValueError(f"msgpack extension type {code} is not allowed")
 
 
+def _join_payload(value: object) -> bytes:
+    if isinstance(value, Payload):
+        return b"".join(value.parts)
+    raise TypeError(f"cannot pack a {type(value).__name__}")
+
+
 def pack_message(message: Mapping[str, Any]) -> bytes:
     """One message as msgpack bytes (bytes as bin, text as str; no extension types)."""
-    packed: bytes = msgpack.packb(message, use_bin_type=True)
+    packed: bytes = msgpack.packb(message, use_bin_type=True, default=_join_payload)
     return packed
 
 
@@ -51,11 +77,48 @@ def encode_frame(message: Mapping[str, Any]) -> bytes:
     return b"".join(encode_frame_parts(message))
 
 
-def encode_frame_parts(message: Mapping[str, Any]) -> tuple[bytes, bytes]:
-    """The frame as (header, body), for writers that gather instead of copying them into
-    one buffer."""
-    body = pack_message(message)
-    return _HEADER.pack(len(body)), body
+def encode_frame_parts(message: Mapping[str, Any]) -> tuple[bytes, ...]:
+    """The frame in parts, for writers that gather instead of copying them into one buffer:
+    the header, the body, and, when the message ends in a `Payload`, the payload's own parts
+    after the body's head (so the bytes of a large output event are never copied here)."""
+    last = _last_value(message)
+    if not isinstance(last, Payload) or len(last) < GATHER_MIN:
+        body = pack_message(message)
+        return _HEADER.pack(len(body)), body
+
+    packed = pack_message(_with_last_emptied(message))
+    # The empty stand-in packs as the very last bytes; swap it for the real bin's header.
+    assert packed.endswith(_PACKED_EMPTY_BIN)
+    size = len(last)
+    head = packed[: -len(_PACKED_EMPTY_BIN)] + _bin_header(size)
+    return (_HEADER.pack(len(head) + size), head, *last.parts)
+
+
+_PACKED_EMPTY_BIN = b"\xc4\x00"
+
+
+def _last_value(message: Mapping[str, Any]) -> object:
+    value: object = message
+    while isinstance(value, dict) and value:
+        value = next(reversed(value.values()))
+    return value
+
+
+def _with_last_emptied(value: Any) -> Any:
+    """`value` with its last value (see `_last_value`) replaced by b"": copies only the maps
+    on the way down."""
+    if isinstance(value, dict) and value:
+        key = next(reversed(value))
+        return {**value, key: _with_last_emptied(value[key])}
+    return b""
+
+
+def _bin_header(size: int) -> bytes:
+    if size < 1 << 8:
+        return struct.pack(">BB", 0xC4, size)
+    if size < 1 << 16:
+        return struct.pack(">BH", 0xC5, size)
+    return struct.pack(">BI", 0xC6, size)
 
 
 class FrameDecoder:

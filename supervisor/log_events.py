@@ -10,10 +10,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from protocol import Cursor, ErrorCode, SupervisorError
+from protocol import Cursor, ErrorCode, Payload, SupervisorError
 
 from .clock import timestamp
-from .ringlog import Chunk, End, Gap, RingLog
+from .ringlog import Chunk, End, Gap, RingLog, Run
 
 #: Output bytes one event carries at most: consecutive chunks of one stream are joined up to
 #: this, well below any `max_frame`.
@@ -35,15 +35,14 @@ TERMINAL_EVENTS = EventStyle("terminal_id", True, "data", ErrorCode.INVALID_TERM
 
 
 def to_event(
-    style: EventStyle, resource_id: str, item: Chunk | Gap | End, ended_at: str | None
+    style: EventStyle, resource_id: str, item: Run | Gap | End, ended_at: str | None
 ) -> dict[str, Any]:
     event: dict[str, Any]
-    if isinstance(item, Chunk):
+    if isinstance(item, Run):
         event = {
             "type": style.chunk_type or item.stream,
             "cursor": str(Cursor(resource_id, item.end)),
             "timestamp": timestamp(item.time),
-            "data": item.data,
         }
     elif isinstance(item, Gap):
         event = {
@@ -60,6 +59,9 @@ def to_event(
         }
     if style.tag_events:
         event[style.id_field] = resource_id
+    if isinstance(item, Run):
+        # Last, so that a stream frame carries the parts as they are (see `Payload`).
+        event["data"] = Payload(item.parts)
     return event
 
 
@@ -105,9 +107,8 @@ async def stream_log(
     last = None
     with log.reader(position, follow=follow, holding=True) as reader:
         while (item := await reader.next()) is not None:
-            if isinstance(item, Chunk):
-                item = reader.extend(item, EVENT_BYTES)
-            event = to_event(style, resource_id, item, ended_at())
+            run_or_mark = reader.extend(item, EVENT_BYTES) if isinstance(item, Chunk) else item
+            event = to_event(style, resource_id, run_or_mark, ended_at())
             await send(event)
             last = event["cursor"]
     return {"cursor": last}

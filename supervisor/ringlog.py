@@ -40,6 +40,20 @@ class Chunk:
 
 
 @dataclass(frozen=True)
+class Run:
+    """Consecutive chunks of one stream, their bytes still in parts (see `Reader.extend`)."""
+
+    start: int
+    stream: str
+    parts: tuple[bytes, ...]
+    time: float
+
+    @property
+    def end(self) -> int:
+        return self.start + sum(map(len, self.parts))
+
+
+@dataclass(frozen=True)
 class Gap:
     """Bytes the reader missed: the log dropped them before it got there."""
 
@@ -108,10 +122,11 @@ class Reader:
         await trio.lowlevel.checkpoint()
         return None
 
-    def extend(self, chunk: Chunk, limit: int) -> Chunk:
-        """`chunk` (just returned by `next()`) joined with the chunks that directly follow it
-        on the same stream and are already held, up to `limit` bytes: a follower that fell
-        behind catches up in big steps instead of one chunk at a time."""
+    def extend(self, chunk: Chunk, limit: int) -> Run:
+        """`chunk` (just returned by `next()`) with the chunks that directly follow it on the
+        same stream and are already held, up to `limit` bytes: a follower that fell behind
+        catches up in big steps instead of one chunk at a time. The bytes stay in their
+        chunks' parts: nothing is copied."""
         parts, size, end = [chunk.data], len(chunk.data), chunk.end
         while size < limit:
             following = self._log.next_chunk(end)
@@ -122,10 +137,8 @@ class Reader:
             parts.append(following.data)
             size += len(following.data)
             end = following.end
-        if len(parts) == 1:
-            return chunk
         self._next_position = end
-        return Chunk(chunk.start, chunk.stream, b"".join(parts), chunk.time)
+        return Run(chunk.start, chunk.stream, tuple(parts), chunk.time)
 
 
 class RingLog:

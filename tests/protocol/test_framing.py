@@ -8,11 +8,14 @@ from hypothesis import strategies as st
 from protocol import (
     ErrorCode,
     FrameDecoder,
+    Payload,
     ProtocolViolation,
     encode_frame,
+    encode_frame_parts,
     pack_message,
     unpack_message,
 )
+from protocol._framing import GATHER_MIN
 
 # Golden bytes: this exact encoding is the wire contract for version 1.
 PING = {"type": "request", "id": 1, "method": "runtime.ping", "params": {}}
@@ -116,3 +119,51 @@ def test_arbitrary_bytes_only_raise_the_protocols_own_error(blob: bytes, step: i
                 pass
     except ProtocolViolation as exc:
         assert exc.code in (ErrorCode.INVALID_FRAME, ErrorCode.FRAME_TOO_LARGE)
+
+
+def _joined(value: object) -> object:
+    """The message as the peer decodes it: every Payload is plain bytes."""
+    if isinstance(value, Payload):
+        return b"".join(value.parts)
+    if isinstance(value, dict):
+        return {key: _joined(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_joined(item) for item in value]
+    return value
+
+
+# Sizes around the bin 8 / bin 16 / bin 32 edges and the gathering threshold.
+_SIZES = st.sampled_from([0, 1, 255, 256, GATHER_MIN - 1, GATHER_MIN, 65535, 65536, 70000])
+_PARTS = st.lists(_SIZES, min_size=1, max_size=4).map(
+    lambda sizes: tuple(bytes([n % 251]) * n for n in sizes)
+)
+
+
+@given(parts=_PARTS, tagged=st.booleans(), twice=st.booleans())
+def test_a_payload_frame_is_byte_for_byte_the_joined_frame(
+    parts: tuple[bytes, ...], tagged: bool, twice: bool
+) -> None:
+    payload = Payload(parts)
+    event: dict[str, object] = {"type": "stdout", "cursor": "c", "data": payload}
+    if tagged:
+        event = {"type": "data", "terminal_id": "term-1", "data": payload}
+    message = {"type": "event", "id": 7, "event": event}
+    if twice:  # the same payload earlier in the message too: that one is joined in place
+        message = {"type": "event", "early": payload, "id": 7, "event": event}
+    framed = encode_frame_parts(message)
+    assert b"".join(framed) == encode_frame(_joined(message))  # type: ignore[arg-type]
+    decoder = FrameDecoder(1 << 24)
+    decoder.feed(b"".join(framed))
+    assert decoder.next_message() == _joined(message)
+    if len(payload) >= GATHER_MIN:
+        assert framed[2:] == parts  # gathered: the parts themselves, never copied
+
+
+def test_a_payload_that_is_not_last_is_joined_in_place() -> None:
+    message = {"type": "event", "event": {"data": Payload((b"a" * 5000, b"b")), "after": 1}}
+    framed = encode_frame_parts(message)
+    assert len(framed) == 2
+    assert unpack_message(framed[1]) == {
+        "type": "event",
+        "event": {"data": b"a" * 5000 + b"b", "after": 1},
+    }

@@ -1,4 +1,5 @@
-"""RingLog.Reader.extend: a follower that fell behind takes consecutive chunks at once."""
+"""RingLog.Reader.extend: a follower that fell behind takes consecutive chunks at once,
+as parts (nothing is copied)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ async def test_extend_joins_consecutive_chunks_of_one_stream_up_to_the_limit() -
         first = await reader.next()
         assert isinstance(first, Chunk)
         joined = reader.extend(first, limit=5)  # bb fits (4 bytes), cc would make 6
-        assert (joined.start, joined.data, joined.end) == (0, b"aabb", 4)
+        assert (joined.start, joined.parts, joined.end) == (0, (b"aa", b"bb"), 4)
         rest = await reader.next()
         assert isinstance(rest, Chunk)
         joined = reader.extend(rest, limit=1 << 20)  # stops at the other stream
-        assert (joined.start, joined.data) == (4, b"cc")
+        assert (joined.start, joined.parts) == (4, (b"cc",))
         err = await reader.next()
         assert isinstance(err, Chunk) and err.stream == "stderr" and err.start == 6
         last = await reader.next()
-        assert isinstance(last, Chunk) and reader.extend(last, 1 << 20) is last
+        assert isinstance(last, Chunk)
+        assert reader.extend(last, 1 << 20).parts == (b"dd",)
         assert await reader.next() is None
