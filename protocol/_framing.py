@@ -121,24 +121,73 @@ def _bin_header(size: int) -> bytes:
     return struct.pack(">BI", 0xC6, size)
 
 
+#: A frame body at least this big is received into a buffer of its own (see `reserve`).
+LARGE_BODY = 64 * 1024
+
+
 class FrameDecoder:
     """Bytes in (any split), messages out.
 
     A length prefix above `max_frame` raises FRAME_TOO_LARGE as soon as the 4 header bytes are
     in, so the body is never buffered.
+
+    Bytes come in by `feed(data)`, or, for the body of a large frame, straight into the
+    decoder: `reserve()` gives the room left in a buffer the frame's size, the caller
+    receives into it (`socket.recv_into`) and says how much with `commit(n)`. That saves a
+    copy, and the regrowth of one buffer shared by every frame, per large frame.
     """
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame
         self._buffer = bytearray()
+        self._body: bytearray | None = None  # the large frame's body, being filled
+        self._filled = 0
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
+        return len(self._buffer) + self._filled
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        self._buffer += data
+        if self._body is not None:
+            taken = min(len(data), len(self._body) - self._filled)
+            with memoryview(data) as view:
+                self._body[self._filled : self._filled + taken] = view[:taken]
+                self._filled += taken
+                if taken == len(data):
+                    return
+                self._buffer += view[taken:]  # what follows the large frame
+        else:
+            self._buffer += data
         self._check_header()
+
+    def reserve(self) -> memoryview | None:
+        """Room to receive the rest of a large frame's body into, or None: then `feed`.
+
+        Call `commit(n)` after writing n bytes at its start. Release the view first.
+        """
+        if self._body is None:
+            self._start_large_body()
+            if self._body is None:
+                return None
+        return memoryview(self._body)[self._filled :]
+
+    def commit(self, count: int) -> None:
+        assert self._body is not None and 0 <= count <= len(self._body) - self._filled
+        self._filled += count
+
+    def _start_large_body(self) -> None:
+        if len(self._buffer) < HEADER_SIZE:
+            return
+        self._check_header()
+        (length,) = _HEADER.unpack_from(self._buffer)
+        if length < LARGE_BODY or len(self._buffer) >= HEADER_SIZE + length:
+            return
+        body = bytearray(length)
+        partial = len(self._buffer) - HEADER_SIZE
+        with memoryview(self._buffer) as view:
+            body[:partial] = view[HEADER_SIZE:]
+        self._buffer.clear()
+        self._body, self._filled = body, partial
 
     def _check_header(self) -> None:
         if len(self._buffer) >= HEADER_SIZE:
@@ -152,6 +201,11 @@ class FrameDecoder:
 
     def next_message(self) -> dict[str, Any] | None:
         """The next complete message, or None until more bytes arrive."""
+        if self._body is not None:
+            if self._filled < len(self._body):
+                return None
+            large, self._body, self._filled = self._body, None, 0
+            return unpack_message(large)
         if len(self._buffer) < HEADER_SIZE:
             return None
         self._check_header()

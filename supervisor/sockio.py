@@ -18,8 +18,13 @@ import contextlib
 import itertools
 import os
 import socket
+from collections.abc import Callable
+from typing import TypeVar
 
 import trio
+
+A = TypeVar("A")
+R = TypeVar("R")
 
 #: Bytes queued per connection before senders wait for the peer to read.
 DEFAULT_HIGH_WATER = 1024 * 1024
@@ -61,11 +66,19 @@ class SocketIO:
         Exactly one schedule point, as trio's own streams have. Cancellation: nothing that
         was received is lost.
         """
+        return await self._receive(self._sock.recv, max_bytes)
+
+    async def receive_into(self, buffer: bytearray | memoryview) -> int:
+        """Receive into `buffer`; how many bytes, 0 at end of stream. Schedule point and
+        cancellation as `receive_some`."""
+        return await self._receive(self._sock.recv_into, buffer)
+
+    async def _receive(self, operation: Callable[[A], R], argument: A) -> R:
         waited = False
         while True:
             self._check_open()
             try:
-                data = self._sock.recv(max_bytes)
+                result = operation(argument)
             except BlockingIOError:
                 await trio.lowlevel.wait_readable(self._sock)
                 waited = True
@@ -74,7 +87,7 @@ class SocketIO:
                 raise trio.BrokenResourceError(str(exc)) from exc
             if not waited:
                 await trio.lowlevel.cancel_shielded_checkpoint()
-            return data
+            return result
 
     async def write(self, data: bytes, *more: bytes) -> None:
         """Queue `data` (and `more`, gathered without copying them together) whole, or

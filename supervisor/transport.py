@@ -69,10 +69,18 @@ class StreamChannel:
             await trio.lowlevel.checkpoint()
             return message
         while True:
-            data = await self.io.receive_some(_RECEIVE_SIZE)
-            if not data:
-                return None
-            self._decoder.feed(data)
+            room = self._decoder.reserve()
+            if room is None:
+                data = await self.io.receive_some(_RECEIVE_SIZE)
+                if not data:
+                    return None
+                self._decoder.feed(data)
+            else:
+                with room:
+                    received = await self.io.receive_into(room)
+                if not received:
+                    return None
+                self._decoder.commit(received)
             message = self._decoder.next_message()
             if message is not None:
                 return message

@@ -15,7 +15,7 @@ from protocol import (
     pack_message,
     unpack_message,
 )
-from protocol._framing import GATHER_MIN
+from protocol._framing import GATHER_MIN, LARGE_BODY
 
 # Golden bytes: this exact encoding is the wire contract for version 1.
 PING = {"type": "request", "id": 1, "method": "runtime.ping", "params": {}}
@@ -167,3 +167,43 @@ def test_a_payload_that_is_not_last_is_joined_in_place() -> None:
         "type": "event",
         "event": {"data": b"a" * 5000 + b"b", "after": 1},
     }
+
+
+@given(
+    sizes=st.lists(
+        st.sampled_from([0, 10, LARGE_BODY - 20, LARGE_BODY, 3 * LARGE_BODY]),
+        min_size=1,
+        max_size=5,
+    ),
+    data=st.data(),
+)
+def test_large_bodies_received_in_place_decode_like_fed_ones(
+    sizes: list[int], data: st.DataObject
+) -> None:
+    """A reader that receives into `reserve()` when it is offered (as StreamChannel does)
+    or feeds anyway, in pieces of any size, gets the same messages as one that only feeds."""
+    batch = [{"type": "event", "n": i, "data": bytes([i]) * size} for i, size in enumerate(sizes)]
+    stream = memoryview(b"".join(encode_frame(m) for m in batch))
+    decoder = FrameDecoder()
+    pieces = data.draw(st.lists(st.integers(1, 100_000), min_size=1, max_size=12))
+    into_room = data.draw(st.lists(st.booleans(), min_size=12, max_size=12))
+    out, position = [], 0
+    while position < len(stream):
+        piece = pieces.pop() if pieces else len(stream)
+        room = decoder.reserve()
+        if room is not None and not (into_room.pop() if into_room else True):
+            room.release()
+            room = None
+        if room is None:
+            decoder.feed(stream[position : position + piece])
+            position += min(piece, len(stream) - position)
+        else:
+            with room:
+                taken = min(piece, len(room), len(stream) - position)
+                room[:taken] = stream[position : position + taken]
+            decoder.commit(taken)
+            position += taken
+        while (message := decoder.next_message()) is not None:
+            out.append(message)
+    assert out == batch
+    assert decoder.buffered == 0 and decoder.reserve() is None
