@@ -31,7 +31,7 @@ class EpollHub:
 
     def add(self, fd: int, on_readable: Callable[[], None]) -> None:
         """Call `on_readable()` whenever `fd` is readable (end of file and errors count),
-        until `remove(fd)`."""
+        until `remove(fd)`. Raises once `serve` has ended."""
         self._epoll.register(fd, select.EPOLLIN)
         self._callbacks[fd] = on_readable
 
@@ -40,12 +40,14 @@ class EpollHub:
         has gone would otherwise be reported, as a hang-up, whatever the event mask says.)"""
         if fd not in self._paused:
             self._paused.add(fd)
-            self._epoll.unregister(fd)
+            if not self._epoll.closed:
+                self._epoll.unregister(fd)
 
     def resume(self, fd: int) -> None:
         if fd in self._paused:
             self._paused.discard(fd)
-            self._epoll.register(fd, select.EPOLLIN)
+            if not self._epoll.closed:
+                self._epoll.register(fd, select.EPOLLIN)
 
     def remove(self, fd: int) -> None:
         """Forget `fd`. Call it before closing the descriptor."""
@@ -53,7 +55,7 @@ class EpollHub:
             return
         if fd in self._paused:
             self._paused.discard(fd)
-        else:
+        elif not self._epoll.closed:
             self._epoll.unregister(fd)
 
     def __contains__(self, fd: int) -> bool:
@@ -63,7 +65,7 @@ class EpollHub:
         """Dispatch readiness until cancelled. Idle costs nothing: it sleeps on the epoll.
 
         Cancellation: stops dispatching; the epoll is closed. Descriptors still added belong
-        to their owners, who close them.
+        to their owners, who close them; `remove` (and the rest) stay safe to call.
         """
         try:
             task_status.started()

@@ -188,10 +188,13 @@ class ProcessTable:
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own the settling and lifetime tasks. Cancellation: stops supervising (see
         `terminate_all`)."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            await trio.sleep_forever()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None  # exits reaped from now on finish without a settling task
 
     def launch(
         self,

@@ -147,10 +147,13 @@ class TerminalTable:
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own the supervising tasks. Cancellation: stops supervising (see `terminate_all`)."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            await trio.sleep_forever()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None  # exits reaped from now on finish without a settling task
 
     def create(self, launch: Launch, *, cols: int, rows: int, buffer_bytes: int) -> Terminal:
         """Start `launch` on a new PTY. Raises PROCESS_SPAWN_FAILED with nothing left behind."""

@@ -138,3 +138,22 @@ async def test_a_failing_callback_costs_only_its_own_descriptor(
     with trio.fail_after(5):
         await healthy.arrived.wait()
     assert healthy.received == b"fine still"
+
+
+async def test_owners_may_still_let_go_after_the_hub_has_stopped(
+    pipes: Callable[[], Pipe],
+) -> None:
+    """At shutdown the hub stops first; exits reaped afterwards still end their pumps."""
+    hub = EpollHub()
+    a, b = pipes(), pipes()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(hub.serve)
+        hub.add(a.r, a.drain)
+        hub.add(b.r, b.drain)
+        hub.pause(b.r)
+        nursery.cancel_scope.cancel()
+    hub.pause(a.r)
+    hub.resume(b.r)
+    hub.remove(a.r)
+    hub.remove(b.r)
+    assert a.r not in hub and b.r not in hub
