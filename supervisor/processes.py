@@ -210,25 +210,27 @@ class ProcessTable:
         assert self._nursery is not None, "serve() must be running"
         process_id = self.registry.next_id()
         launch = Launch(launch.argv, launch.cwd, {**launch.env, MARKER: process_id})
+        ring = RingLog(buffer_bytes, block=block)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        pumps = Pumps(
+            self.hub,
+            ring,
+            [(out_r, "stdout"), (err_r, "stderr")],
+            read_size=self.settings.read_size,
+            drain_limit=self.settings.drain_limit,
+            grows=True,
+        )
         try:
+            pumps.start()  # before the spawn: once there is a child, nothing may fail
             pid = spawn(launch, pipe_stdio(out_w, err_w))
         except BaseException:
-            os.close(out_r)
-            os.close(err_r)
+            pumps.close()
             raise
         finally:
             os.close(out_w)
             os.close(err_w)
-        ring = RingLog(buffer_bytes, block=block)
         process = Process(pid, process_id, launch, ring, timeout, kill_grace)
-        settings = self.settings
-        pumps = Pumps(
-            self.hub, ring, read_size=settings.read_size, drain_limit=settings.drain_limit
-        )
-        pumps.add(out_r, "stdout", grows=True)
-        pumps.add(err_r, "stderr", grows=True)
         self.reaper.watch(pid, lambda status: self._exited(process, pumps, status))
         self.registry.add(process_id, process)
         if timeout is not None:

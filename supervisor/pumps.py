@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import logging
+import functools
 import os
 
 import trio
 
 from .epoll_hub import EpollHub
 from .ringlog import RingLog
-
-log = logging.getLogger(__name__)
 
 #: Bytes a pump moves per call from the hub when its child writes without pause: then it
 #: returns, so one fast writer still shares the loop.
@@ -97,27 +95,36 @@ class _Pump:
 
 
 class Pumps:
-    """The pumps of one launch, into one log. Owns their descriptors: `close()` them."""
+    """The pumps of one launch, into one log. It owns the descriptors from the start, so a
+    launch that fails part way closes them all with `close()`."""
 
-    def __init__(self, hub: EpollHub, log: RingLog, *, read_size: int, drain_limit: int) -> None:
+    def __init__(
+        self,
+        hub: EpollHub,
+        log: RingLog,
+        sources: list[tuple[int, str]],
+        *,
+        read_size: int,
+        drain_limit: int,
+        grows: bool = False,
+    ) -> None:
+        """`sources`: (descriptor, stream name) pairs. `grows`: they are pipes that may be
+        enlarged once found full (see FULL_PIPE_GROWS_TO)."""
         self.hub = hub
         self.log = log
         self.read_size = min(read_size, log.max_chunk)
         self._drain_limit = drain_limit
-        self._pumps: list[_Pump] = []
-        self._open = 0
+        self._pumps = [_Pump(self, fd, stream, grows=grows) for fd, stream in sources]
+        self._open = len(self._pumps)
         self._done = trio.Event()
         #: The first unexpected read error; the pump that met it has stopped.
         self.error: OSError | None = None
 
-    def add(self, fd: int, stream: str, *, grows: bool = False) -> None:
-        """Pump `fd` into the log as `stream`. `grows`: `fd` is a pipe that may be enlarged
-        once it is found full (see FULL_PIPE_GROWS_TO)."""
-        os.set_blocking(fd, False)
-        pump = _Pump(self, fd, stream, grows=grows)
-        self._pumps.append(pump)
-        self._open += 1
-        self.hub.add(fd, lambda: pump.pull(ROUND_BYTES))
+    def start(self) -> None:
+        """Put every descriptor on the hub (non-blocking)."""
+        for pump in self._pumps:
+            os.set_blocking(pump.fd, False)
+            self.hub.add(pump.fd, functools.partial(pump.pull, ROUND_BYTES))
 
     @property
     def done(self) -> bool:

@@ -160,18 +160,23 @@ class TerminalTable:
         assert self._nursery is not None, "serve() must be running"
         terminal_id = self.registry.next_id()
         launch = Launch(launch.argv, launch.cwd, {**launch.env, MARKER: terminal_id})
+        ring = RingLog(buffer_bytes)
         pty = Pty(cols, rows)
+        pumps = Pumps(
+            self.hub,
+            ring,
+            [(pty.master, "pty")],
+            read_size=self.settings.read_size,
+            drain_limit=self.settings.drain_limit,
+        )
         try:
+            pumps.start()  # before the spawn: once there is a child, nothing may fail
             pid = spawn(launch, terminal_stdio(pty.slave_path))
         except BaseException:
+            pumps.stop()
             pty.close()
             raise
-        terminal = Terminal(terminal_id, pid, launch, pty, RingLog(buffer_bytes), (cols, rows))
-        settings = self.settings
-        pumps = Pumps(
-            self.hub, terminal.log, read_size=settings.read_size, drain_limit=settings.drain_limit
-        )
-        pumps.add(pty.master, "pty")
+        terminal = Terminal(terminal_id, pid, launch, pty, ring, (cols, rows))
         self.reaper.watch(pid, lambda status: self._exited(terminal, pumps, status))
         self.registry.add(terminal_id, terminal)
         log.info("started %s (pid %d): %s", terminal_id, pid, launch.argv)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import psutil
 import pytest
 import trio
 
@@ -212,9 +213,11 @@ async def test_errors(client: Client, daemon: Daemon) -> None:
         assert err.code == "TERMINAL_NOT_FOUND"
     err = await error_of(client.call("terminal.create", {"argv": ["sh"], "cwd": "/nope"}))
     assert err.code == "INVALID_TERMINAL_CWD" and err.context["cwd"] == "/nope"
+    fds_before = psutil.Process(daemon.proc.pid).num_fds()
     err = await error_of(client.call("terminal.create", {"argv": ["no-such-prog-xyz"]}))
     assert err.code == "PROCESS_SPAWN_FAILED"
     assert not [t for t in await client.call("terminal.list") if "no-such-prog-xyz" in t["command"]]
+    assert psutil.Process(daemon.proc.pid).num_fds() == fds_before  # the PTY is closed again
 
 
 async def test_control_of_a_finished_terminal_is_a_control_error(client: Client) -> None:
