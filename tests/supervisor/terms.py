@@ -40,7 +40,10 @@ class Screen:
                 if event["type"] == "data":
                     self.data += event["data"]
                 return
-        raise AssertionError("terminal output ended")
+        # Say how it ended: a shell that dies under a test is otherwise a mystery.
+        snapshot = await self.client.call("terminal.get", {"id": self.id})
+        tail = self.data[-200:]
+        raise AssertionError(f"terminal output ended: {snapshot}; last output {tail!r}")
 
     async def until_end(self) -> None:
         async with self.client.stream(
