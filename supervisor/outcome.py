@@ -7,6 +7,8 @@ from typing import Any
 
 import trio
 
+from protocol import ErrorCode
+
 from .clock import timestamp
 from .ringlog import RingLog
 
@@ -57,6 +59,14 @@ class Outcome:
         self.ended_at = timestamp()
         self.log.close({"type": "terminal", "state": "exited", "exit": exit.to_wire()})
         self.finished.set()
+
+    def conclude(self, exit: Exit, output_error: OSError | None) -> None:
+        """End once the output is drained: `finish(exit)`, or `fail` if reading the output
+        broke (what the log holds is then not known to be everything)."""
+        if output_error is None:
+            self.finish(exit)
+        else:
+            self.fail(ErrorCode.INTERNAL_ERROR, f"reading the output failed: {output_error}")
 
     def fail(self, code: str, message: str) -> None:
         self.error = {"code": code, "message": message}

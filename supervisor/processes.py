@@ -266,12 +266,8 @@ class ProcessTable:
     def _finish(self, process: Process, pumps: Pumps, status: ExitStatus) -> None:
         pumps.close()
         process.group_settled.set()
-        if pumps.error is not None:
-            log.error("reading the output of %s failed: %s", process.id, pumps.error)
-            process.fail(ErrorCode.INTERNAL_ERROR, f"supervision failed: {pumps.error}")
-        else:
-            process.finish(Exit(status.code, status.signal, process.timed_out))
-            log.info("%s exited: %s", process.id, process.exit)
+        process.conclude(Exit(status.code, status.signal, process.timed_out), pumps.error)
+        log.info("%s ended: %s", process.id, process.exit or process.error)
         self.registry.retire(process.id)
 
     async def _enforce_lifetime(self, process: Process) -> None:

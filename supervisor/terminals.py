@@ -204,12 +204,8 @@ class TerminalTable:
     def _finish(self, terminal: Terminal, pumps: Pumps, status: ExitStatus) -> None:
         pumps.stop()
         terminal.pty.close()
-        if pumps.error is not None:
-            log.error("reading the output of %s failed: %s", terminal.id, pumps.error)
-            terminal.fail(ErrorCode.INTERNAL_ERROR, f"supervision failed: {pumps.error}")
-        else:
-            terminal.finish(Exit(status.code, status.signal, False))
-            log.info("%s exited: %s", terminal.id, terminal.exit)
+        terminal.conclude(Exit(status.code, status.signal, False), pumps.error)
+        log.info("%s ended: %s", terminal.id, terminal.exit or terminal.error)
         self.registry.retire(terminal.id)
 
     async def terminate(self, terminal: Terminal) -> None:
