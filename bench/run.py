@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,29 +195,38 @@ async def _receive_frame(stream: trio.SocketStream, decoder: FrameDecoder) -> di
     return message
 
 
-async def _bare_listener() -> tuple[trio.SocketListener, str]:
-    path = tempfile.mktemp(prefix="echo-", dir="/tmp")
+@contextlib.asynccontextmanager
+async def _bare_server(
+    handle: Callable[[trio.SocketStream], Awaitable[None]],
+) -> AsyncIterator[str]:
+    """A bare trio server on a Unix socket (a task per connection, as `trio.serve_listeners`
+    gives): yields the socket's path."""
+    path = tempfile.mktemp(prefix="bare-", dir="/tmp")
     listener_sock = trio.socket.socket(socket.AF_UNIX)
     await listener_sock.bind(path)
     listener_sock.listen()
-    return trio.SocketListener(listener_sock), path
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.serve_listeners, handle, [trio.SocketListener(listener_sock)])
+            yield path
+            nursery.cancel_scope.cancel()
+    finally:
+        os.unlink(path)
 
 
 async def bare_echo_rtt(rounds: int) -> list[float]:
     """A bare trio echo server and client on a Unix socket, with the same frames."""
-    listener, path = await _bare_listener()
     frame = encode_frame({"type": "request", "id": 1, "method": "runtime.ping", "params": {}})
     reply = encode_frame({"type": "response", "id": 1, "result": {"instance": "0" * 16}})
-    samples = []
-    async with trio.open_nursery() as nursery:
 
-        async def serve() -> None:
-            stream = await listener.accept()
+    async def echo(stream: trio.SocketStream) -> None:
+        async with stream:
             decoder = FrameDecoder(1 << 24)
             while await _receive_frame(stream, decoder) is not None:
                 await stream.send_all(reply)
 
-        nursery.start_soon(serve)
+    samples = []
+    async with _bare_server(echo) as path:
         client, decoder = await trio.open_unix_socket(path), FrameDecoder(1 << 24)
         for _ in range(rounds):
             started = time.perf_counter()
@@ -224,21 +234,17 @@ async def bare_echo_rtt(rounds: int) -> list[float]:
             await _receive_frame(client, decoder)
             samples.append(time.perf_counter() - started)
         await client.aclose()
-        nursery.cancel_scope.cancel()
-    os.unlink(path)
     return samples
 
 
 async def bare_handshake(rounds: int) -> list[float]:
-    """Connect, send a hello frame, receive a welcome frame: a bare trio server (a task per
-    connection, as `trio.serve_listeners` gives) and client on a Unix socket."""
-    listener, path = await _bare_listener()
+    """Connect, send a hello frame, receive a welcome frame: a bare trio server and client."""
     hello = encode_frame(ClientConnection("bench").hello())
     welcome = encode_frame({"type": "welcome", "version": 1, "instance": "0" * 16,
                             "server": "bare", "capabilities": ["runtime"],
                             "max_frame": 1 << 24})  # fmt: skip
 
-    async def handle(stream: trio.SocketStream) -> None:
+    async def greet(stream: trio.SocketStream) -> None:
         async with stream:
             decoder = FrameDecoder(1 << 24)
             if await _receive_frame(stream, decoder) is not None:
@@ -246,8 +252,7 @@ async def bare_handshake(rounds: int) -> list[float]:
                 await _receive_frame(stream, decoder)  # until the client hangs up
 
     samples = []
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(trio.serve_listeners, handle, [listener])
+    async with _bare_server(greet) as path:
         for _ in range(rounds):
             started = time.perf_counter()
             client, decoder = await trio.open_unix_socket(path), FrameDecoder(1 << 24)
@@ -255,8 +260,6 @@ async def bare_handshake(rounds: int) -> list[float]:
             await _receive_frame(client, decoder)
             samples.append(time.perf_counter() - started)
             await client.aclose()
-        nursery.cancel_scope.cancel()
-    os.unlink(path)
     return samples
 
 
