@@ -23,6 +23,10 @@ DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 
 #: Payloads smaller than this are copied into the frame: a part of their own costs more.
 GATHER_MIN = 4096
+#: A payload in more parts than this (a child that writes a byte at a time) is joined into
+#: one part first: a gathering write takes at most IOV_MAX (1024) parts, and tiny ones cost
+#: more to list than to copy.
+GATHER_MAX_PARTS = 64
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,8 @@ def encode_frame(message: Mapping[str, Any]) -> bytes:
 def encode_frame_parts(message: Mapping[str, Any]) -> tuple[bytes, ...]:
     """The frame in parts, for writers that gather instead of copying them into one buffer:
     the header, the body, and, when the message ends in a `Payload`, the payload's own parts
-    after the body's head (so the bytes of a large output event are never copied here)."""
+    after the body's head (so the bytes of a large output event are never copied here).
+    At most 2 + GATHER_MAX_PARTS parts."""
     last = _last_value(message)
     if not isinstance(last, Payload) or len(last) < GATHER_MIN:
         body = pack_message(message)
@@ -91,7 +96,8 @@ def encode_frame_parts(message: Mapping[str, Any]) -> tuple[bytes, ...]:
     assert packed.endswith(_PACKED_EMPTY_BIN)
     size = len(last)
     head = packed[: -len(_PACKED_EMPTY_BIN)] + _bin_header(size)
-    return (_HEADER.pack(len(head) + size), head, *last.parts)
+    parts = last.parts if len(last.parts) <= GATHER_MAX_PARTS else (b"".join(last.parts),)
+    return (_HEADER.pack(len(head) + size), head, *parts)
 
 
 _PACKED_EMPTY_BIN = b"\xc4\x00"

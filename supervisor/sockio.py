@@ -120,7 +120,8 @@ class SocketIO:
             total = sum(map(len, parts))
             try:
                 if len(parts) > 1:
-                    sent = self._sock.sendmsg(parts, (), socket.MSG_NOSIGNAL)
+                    # What is past the gather limit simply goes to the backlog, below.
+                    sent = self._sock.sendmsg(parts[:_GATHER_PARTS], (), socket.MSG_NOSIGNAL)
                 else:
                     sent = self._sock.send(parts[0], socket.MSG_NOSIGNAL)
             except BlockingIOError:

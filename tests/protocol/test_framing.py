@@ -15,7 +15,7 @@ from protocol import (
     pack_message,
     unpack_message,
 )
-from protocol._framing import GATHER_MIN, LARGE_BODY
+from protocol._framing import GATHER_MAX_PARTS, GATHER_MIN, LARGE_BODY
 
 # Golden bytes: this exact encoding is the wire contract for version 1.
 PING = {"type": "request", "id": 1, "method": "runtime.ping", "params": {}}
@@ -207,3 +207,13 @@ def test_large_bodies_received_in_place_decode_like_fed_ones(
             out.append(message)
     assert out == batch
     assert decoder.buffered == 0 and decoder.reserve() is None
+
+
+def test_a_payload_in_many_tiny_parts_is_sent_as_one() -> None:
+    """A child that writes a byte at a time: thousands of parts would overflow a gathering
+    write (IOV_MAX), so they are joined."""
+    parts = tuple(bytes([n % 256]) for n in range(5000))
+    message = {"type": "event", "id": 1, "event": {"type": "stdout", "data": Payload(parts)}}
+    framed = encode_frame_parts(message)
+    assert len(framed) <= 2 + GATHER_MAX_PARTS
+    assert b"".join(framed) == encode_frame(_joined(message))  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from protocol import SupervisorError
 from supervisor.client import Client, open_client
 
 from .conftest import Daemon
-from .procs import collect, data_of, poll_until, py
+from .procs import PY, collect, data_of, poll_until, py
 
 
 async def error_of(awaitable: object) -> SupervisorError:
@@ -205,6 +205,18 @@ async def test_block_flow_delivers_the_last_chunk_while_the_child_writes_nothing
         assert received == total
         await trio.to_thread.run_sync(gate.write_text, "go")
         await client.process.wait_exit(p["id"])
+
+
+async def test_output_written_a_byte_at_a_time_reaches_a_late_reader_whole(
+    client: Client,
+) -> None:
+    """Thousands of one-byte chunks are joined into a few events; every byte arrives."""
+    code = "import os\nfor _ in range(20000): os.write(1, b'x')"
+    p = await client.process.exec([PY, "-c", code])
+    await client.process.wait_exit(p["id"])
+    events = await collect(client, p["id"])
+    assert data_of(events) == b"x" * 20000
+    assert events[-1]["type"] == "terminal"
 
 
 async def test_block_flow_without_follower_behaves_like_drop(client: Client) -> None:

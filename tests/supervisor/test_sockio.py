@@ -142,3 +142,22 @@ async def test_gathered_parts_arrive_whole_and_in_order() -> None:
         await io.aclose()
     assert received == [b"".join(h + b for h, b in frames)]
     peer.close()
+
+
+async def test_a_write_in_more_parts_than_one_sendmsg_takes_arrives_whole() -> None:
+    """A gathering write takes at most IOV_MAX parts; SocketIO sends what one call may and
+    queues the rest, for any number of parts."""
+    io, peer = socket_pair()
+    parts = [bytes([n % 256]) * (1 + n % 7) for n in range(3000)]
+    async with trio.open_nursery() as nursery:
+        received: list[bytes] = []
+        nursery.start_soon(drain_into, received, peer)
+        try:
+            async with trio.open_nursery() as writers:
+                writers.start_soon(io.flush_forever)
+                await io.write(*parts)
+                io.close_when_flushed()
+        finally:
+            await io.aclose()  # the reading thread sees the end even if the write failed
+    assert received == [b"".join(parts)]
+    peer.close()
