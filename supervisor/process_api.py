@@ -25,7 +25,7 @@ from protocol import (
 from .log_events import PROCESS_EVENTS, cursor_position, stream_log
 from .processes import Process, ProcessTable
 from .ringlog import Chunk, End, Gap
-from .rpc import Call, Methods, NoParams, wait_deadline
+from .rpc import NOT_YET, Call, Methods, NoParams, wait_deadline
 from .spawn import Launch, build_environment, check_environment, resolve_cwd
 
 #: How much recent output per stream `wait_log` keeps to find matches across chunk edges.
@@ -171,10 +171,17 @@ def register(
             send=call.send_event,
         )
 
+    def output_if_finished(params: OutputParams) -> dict[str, Any]:
+        process = registry.require(params.id, "output")
+        return output_of(process, params) if process.finished.is_set() else NOT_YET
+
     async def output(params: OutputParams, call: Call) -> dict[str, Any]:
         process = registry.require(params.id, "output")
         with wait_deadline(params.timeout_ms, _timeout(process, "output", params.timeout_ms)):
             await process.finished.wait()
+        return output_of(process, params)
+
+    def output_of(process: Process, params: OutputParams) -> dict[str, Any]:
         streams = {"stdout": bytearray(), "stderr": bytearray()}
         for chunk in process.log.held():
             streams[chunk.stream] += chunk.data
@@ -190,10 +197,17 @@ def register(
             "truncated": cut_out or cut_err or process.log.dropped > 0,
         }
 
+    def wait_exit_if_finished(params: WaitExitParams) -> dict[str, Any]:
+        process = registry.require(params.id, "wait_exit")
+        return exit_of(process) if process.finished.is_set() else NOT_YET
+
     async def wait_exit(params: WaitExitParams, call: Call) -> dict[str, Any]:
         process = registry.require(params.id, "wait_exit")
         with wait_deadline(params.timeout_ms, _timeout(process, "wait_exit", params.timeout_ms)):
             await process.finished.wait()
+        return exit_of(process)
+
+    def exit_of(process: Process) -> dict[str, Any]:
         if process.exit is None:
             assert process.error is not None
             raise SupervisorError(process.error["code"], process.error["message"])
@@ -252,8 +266,8 @@ def register(
     methods.add_sync("process.list", NoParams, list_)
     methods.add_sync("process.kill", KillParams, kill)
     methods.add("process.logs", LogsParams, logs)
-    methods.add("process.output", OutputParams, output)
-    methods.add("process.wait_exit", WaitExitParams, wait_exit)
+    methods.add("process.output", OutputParams, output, at_once=output_if_finished)
+    methods.add("process.wait_exit", WaitExitParams, wait_exit, at_once=wait_exit_if_finished)
     methods.add("process.wait_log", WaitLogParams, wait_log)
     methods.add_sync("env.set", EnvSetParams, env_set)
     methods.add_sync("env.get", NoParams, env_get)

@@ -68,6 +68,15 @@ Handler = Callable[[P, Call], Awaitable[Any]]
 SyncHandler = Callable[[P], Any]
 
 
+class _NotYet:
+    def __repr__(self) -> str:
+        return "NOT_YET"
+
+
+#: What an `at_once` handler returns when the answer needs a wait after all.
+NOT_YET: Any = _NotYet()
+
+
 @dataclass(frozen=True)
 class Method(Generic[P]):
     name: str
@@ -87,8 +96,18 @@ class Methods:
     def __init__(self) -> None:
         self._methods: dict[str, Method[Any]] = {}
 
-    def add(self, name: str, params: type[P], handler: Handler[P]) -> None:
-        self._add(Method(name, params, handler=handler))
+    def add(
+        self,
+        name: str,
+        params: type[P],
+        handler: Handler[P],
+        *,
+        at_once: SyncHandler[P] | None = None,
+    ) -> None:
+        """A method that may wait. `at_once`, if given, answers inline when the answer is
+        already there (a wait on something that has happened), or returns NOT_YET: only then
+        does `handler` run, in a task of its own."""
+        self._add(Method(name, params, handler=handler, sync_handler=at_once))
 
     def add_sync(self, name: str, params: type[P], handler: SyncHandler[P]) -> None:
         """A method whose handler never waits: answered inline, in the connection's reader."""
@@ -104,7 +123,8 @@ class Methods:
         return method is not None and method.sync_handler is not None
 
     def answer(self, request: Request) -> Any:
-        """Run a sync method's handler (see `answers_at_once`)."""
+        """Run a method's sync handler (see `answers_at_once`); NOT_YET from a method that
+        must wait after all."""
         method = self._methods[request.method]
         assert method.sync_handler is not None
         return method.sync_handler(parse(method.params, request.params))
@@ -125,7 +145,7 @@ class Methods:
                 f"no method named {request.method!r}",
                 {"method": request.method},
             )
-        assert method.handler is not None, "sync methods are answered with answer()"
+        assert method.handler is not None, "sync-only methods are answered with answer()"
         return await method.handler(parse(method.params, request.params), call)
 
 

@@ -26,7 +26,7 @@ from protocol import (
     SupervisorError,
 )
 
-from .rpc import Call, ConnectionScope, Methods, cancelled_error, error_for
+from .rpc import NOT_YET, Call, ConnectionScope, Methods, cancelled_error, error_for
 from .transport import MessageChannel, StreamChannel
 
 log = logging.getLogger(__name__)
@@ -201,9 +201,11 @@ class Server:
             message = session.conn.receive(raw)
             if isinstance(message, Request):
                 if self.methods.answers_at_once(message.method):
-                    # No task, no cancel scope: it never waits, so there is nothing to cancel.
-                    await channel.send(self._answer_at_once(session.conn, message))
-                    continue
+                    # No task, no cancel scope: it does not wait, so there is nothing to cancel.
+                    reply = self._answer_at_once(session.conn, message)
+                    if reply is not None:
+                        await channel.send(reply)
+                        continue
                 if len(session.active) >= self.settings.max_in_flight:
                     refused = SupervisorError(
                         ErrorCode.TOO_MANY_REQUESTS,
@@ -224,13 +226,15 @@ class Server:
         await channel.flush_forever()
         await channel.aclose()
 
-    def _answer_at_once(self, conn: ServerConnection, request: Request) -> dict[str, Any]:
+    def _answer_at_once(self, conn: ServerConnection, request: Request) -> dict[str, Any] | None:
+        """The reply, or None when the method must wait after all (NOT_YET)."""
         if self.shutting_down:
             return conn.response(request.id, error=cancelled_error(request, "shutdown"))
         try:
-            return conn.response(request.id, self.methods.answer(request))
+            result = self.methods.answer(request)
         except Exception as exc:
             return conn.response(request.id, error=error_for(exc, request))
+        return None if result is NOT_YET else conn.response(request.id, result)
 
     async def _run_request(self, session: _Session, request: Request, active: _Active) -> None:
         conn = session.conn

@@ -266,3 +266,28 @@ async def test_requests_in_flight_are_bounded_per_connection(daemon: Daemon) -> 
         assert (await peer.read_one())["id"] == 5000
         await peer.aclose()
         await c.process.kill(p["id"], 9)
+
+
+async def test_a_wait_on_what_has_already_happened_is_answered_at_once(daemon: Daemon) -> None:
+    """wait_exit and output of a finished process need no wait: they are answered inline,
+    even on a connection whose 1,024 waiting requests would refuse a new one."""
+    async with open_client(daemon.unix) as c:
+        sleeper = await c.process.exec(["sleep", "300"])
+        done = await c.process.exec(["sh", "-c", "echo out; exit 4"])
+        await c.process.wait_exit(done["id"])
+        peer = await RawPeer.connect(daemon.unix)
+        await peer.handshake()
+        wait = {"type": "request", "method": "process.wait_exit", "params": {"id": sleeper["id"]}}
+        await peer.send(b"".join(encode_frame({**wait, "id": i}) for i in range(1024)))
+        settled = {"type": "request", "params": {"id": done["id"]}}
+        await peer.send(
+            encode_frame({**settled, "id": 5000, "method": "process.wait_exit"})
+            + encode_frame({**settled, "id": 5001, "method": "process.output"})
+            + encode_frame({**wait, "id": 5002})  # this one must wait: refused
+        )
+        replies = {r["id"]: r for r in [await peer.read_one() for _ in range(3)]}
+        assert replies[5000]["result"] == {"code": 4, "signal": None, "timed_out": False}
+        assert replies[5001]["result"]["stdout"] == b"out\n"
+        assert replies[5002]["error"]["code"] == "TOO_MANY_REQUESTS"
+        await peer.aclose()
+        await c.process.kill(sleeper["id"], 9)
