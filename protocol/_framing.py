@@ -24,8 +24,8 @@ DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 #: Payloads smaller than this are copied into the frame: a part of their own costs more.
 GATHER_MIN = 4096
 #: A payload in more parts than this (a child that writes a byte at a time) is joined into
-#: one part first: a gathering write takes at most IOV_MAX (1024) parts, and tiny ones cost
-#: more to list than to copy.
+#: one part first: so many tiny parts cost more to list than to copy, and a writer may
+#: gather only so many in one system call (IOV_MAX is 1024).
 GATHER_MAX_PARTS = 64
 
 
@@ -87,14 +87,14 @@ def encode_frame_parts(message: Mapping[str, Any]) -> tuple[bytes, ...]:
     after the body's head (so the bytes of a large output event are never copied here).
     At most 2 + GATHER_MAX_PARTS parts."""
     last = _last_value(message)
-    if not isinstance(last, Payload) or len(last) < GATHER_MIN:
+    size = len(last) if isinstance(last, Payload) else 0
+    if size < GATHER_MIN:
         body = pack_message(message)
         return _HEADER.pack(len(body)), body
-
+    assert isinstance(last, Payload)
     packed = pack_message(_with_last_emptied(message))
     # The empty stand-in packs as the very last bytes; swap it for the real bin's header.
     assert packed.endswith(_PACKED_EMPTY_BIN)
-    size = len(last)
     head = packed[: -len(_PACKED_EMPTY_BIN)] + _bin_header(size)
     parts = last.parts if len(last.parts) <= GATHER_MAX_PARTS else (b"".join(last.parts),)
     return (_HEADER.pack(len(head) + size), head, *parts)

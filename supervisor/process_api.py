@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import collections
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from protocol import (
     Cursor,
@@ -27,6 +27,9 @@ from .processes import Process, ProcessTable
 from .ringlog import Chunk, End, Gap
 from .rpc import NOT_YET, Call, Methods, NoParams, wait_deadline
 from .spawn import Launch, build_environment, check_environment, resolve_cwd
+
+#: The params of a method that waits for a process to finish.
+W = TypeVar("W", OutputParams, WaitExitParams)
 
 #: How much recent output per stream `wait_log` keeps to find matches across chunk edges.
 MATCH_WINDOW = 64 * 1024
@@ -131,6 +134,25 @@ def register(
     settings = table.settings
     registry = table.registry
 
+    def once_finished(
+        operation: str, answer: Callable[[Process, W], dict[str, Any]]
+    ) -> tuple[Callable[[W, Call], Awaitable[dict[str, Any]]], Callable[[W], Any]]:
+        """The handlers of a method that answers once the process has finished: one that
+        waits (bounded by `timeout_ms`), and one that answers inline when it already has,
+        else returns NOT_YET (see `Methods.add`)."""
+
+        async def waiting(params: W, call: Call) -> dict[str, Any]:
+            process = registry.require(params.id, operation)
+            with wait_deadline(params.timeout_ms, _timeout(process, operation, params.timeout_ms)):
+                await process.finished.wait()
+            return answer(process, params)
+
+        def at_once(params: W) -> Any:
+            process = registry.require(params.id, operation)
+            return answer(process, params) if process.finished.is_set() else NOT_YET
+
+        return waiting, at_once
+
     def exec_(params: ExecParams) -> dict[str, Any]:
         check_environment(params.env, ErrorCode.INVALID_PROCESS_ENVIRONMENT)
         cwd = resolve_cwd(params.cwd, settings.workspace, ErrorCode.INVALID_PROCESS_CWD)
@@ -171,16 +193,6 @@ def register(
             send=call.send_event,
         )
 
-    def output_if_finished(params: OutputParams) -> dict[str, Any]:
-        process = registry.require(params.id, "output")
-        return output_of(process, params) if process.finished.is_set() else NOT_YET
-
-    async def output(params: OutputParams, call: Call) -> dict[str, Any]:
-        process = registry.require(params.id, "output")
-        with wait_deadline(params.timeout_ms, _timeout(process, "output", params.timeout_ms)):
-            await process.finished.wait()
-        return output_of(process, params)
-
     def output_of(process: Process, params: OutputParams) -> dict[str, Any]:
         streams = {"stdout": bytearray(), "stderr": bytearray()}
         for chunk in process.log.held():
@@ -197,17 +209,7 @@ def register(
             "truncated": cut_out or cut_err or process.log.dropped > 0,
         }
 
-    def wait_exit_if_finished(params: WaitExitParams) -> dict[str, Any]:
-        process = registry.require(params.id, "wait_exit")
-        return exit_of(process) if process.finished.is_set() else NOT_YET
-
-    async def wait_exit(params: WaitExitParams, call: Call) -> dict[str, Any]:
-        process = registry.require(params.id, "wait_exit")
-        with wait_deadline(params.timeout_ms, _timeout(process, "wait_exit", params.timeout_ms)):
-            await process.finished.wait()
-        return exit_of(process)
-
-    def exit_of(process: Process) -> dict[str, Any]:
+    def exit_of(process: Process, params: WaitExitParams) -> dict[str, Any]:
         if process.exit is None:
             assert process.error is not None
             raise SupervisorError(process.error["code"], process.error["message"])
@@ -266,8 +268,10 @@ def register(
     methods.add_sync("process.list", NoParams, list_)
     methods.add_sync("process.kill", KillParams, kill)
     methods.add("process.logs", LogsParams, logs)
-    methods.add("process.output", OutputParams, output, at_once=output_if_finished)
-    methods.add("process.wait_exit", WaitExitParams, wait_exit, at_once=wait_exit_if_finished)
+    output, output_at_once = once_finished("output", output_of)
+    methods.add("process.output", OutputParams, output, at_once=output_at_once)
+    wait_exit, wait_exit_at_once = once_finished("wait_exit", exit_of)
+    methods.add("process.wait_exit", WaitExitParams, wait_exit, at_once=wait_exit_at_once)
     methods.add("process.wait_log", WaitLogParams, wait_log)
     methods.add_sync("env.set", EnvSetParams, env_set)
     methods.add_sync("env.get", NoParams, env_get)

@@ -27,6 +27,7 @@ from .reaper import ExitStatus, Reaper
 from .registry import Kind, Registry
 from .ringlog import RingLog
 from .spawn import MARKER, Launch, pipe_stdio, spawn
+from .task_host import TaskHost
 
 log = logging.getLogger(__name__)
 
@@ -183,18 +184,12 @@ class ProcessTable:
         self.hub = hub
         self.settings = settings
         self.registry: Registry[Process] = Registry(PROCESS, instance, settings.retain_finished)
-        self._nursery: trio.Nursery | None = None
+        self._tasks = TaskHost()
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own the settling and lifetime tasks. Cancellation: stops supervising (see
         `terminate_all`)."""
-        try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                task_status.started()
-                await trio.sleep_forever()
-        finally:
-            self._nursery = None  # exits reaped from now on finish without a settling task
+        await self._tasks.serve(task_status=task_status)
 
     def launch(
         self,
@@ -207,7 +202,7 @@ class ProcessTable:
     ) -> Process:
         """Start a child and supervise it. Raises PROCESS_SPAWN_FAILED with nothing left
         behind: no record, no descriptor, no child."""
-        assert self._nursery is not None, "serve() must be running"
+        assert self._tasks.running, "serve() must be running"
         process_id = self.registry.next_id()
         launch = Launch(launch.argv, launch.cwd, {**launch.env, MARKER: process_id})
         ring = RingLog(buffer_bytes, block=block)
@@ -234,7 +229,7 @@ class ProcessTable:
         self.reaper.watch(pid, lambda status: self._exited(process, pumps, status))
         self.registry.add(process_id, process)
         if timeout is not None:
-            self._nursery.start_soon(self._enforce_lifetime, process)
+            self._tasks.start_soon(self._enforce_lifetime, process)
         log.info("started %s (pid %d): %s", process_id, pid, launch.argv)
         return process
 
@@ -245,10 +240,10 @@ class ProcessTable:
             if pumps.pull_now():
                 self._finish(process, pumps, status)
                 return
-        if self._nursery is None:
+        if not self._tasks.running:
             self._finish(process, pumps, status)  # the daemon is stopping: take what there is
             return
-        self._nursery.start_soon(self._settle, process, pumps, status)
+        self._tasks.start_soon(self._settle, process, pumps, status)
 
     async def _settle(self, process: Process, pumps: Pumps, status: ExitStatus) -> None:
         try:

@@ -115,7 +115,6 @@ class Pumps:
         self.read_size = min(read_size, log.max_chunk)
         self._drain_limit = drain_limit
         self._pumps = [_Pump(self, fd, stream, grows=grows) for fd, stream in sources]
-        self._open = len(self._pumps)
         self._done = trio.Event()
         #: The first unexpected read error; the pump that met it has stopped.
         self.error: OSError | None = None
@@ -128,11 +127,10 @@ class Pumps:
 
     @property
     def done(self) -> bool:
-        return self._open == 0
+        return self._done.is_set()
 
     def _pump_ended(self) -> None:
-        self._open -= 1
-        if self._open == 0:
+        if not any(pump.open for pump in self._pumps):
             self._done.set()
 
     def pull_now(self) -> bool:

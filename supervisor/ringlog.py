@@ -164,12 +164,13 @@ class RingLog:
         """Add a chunk, unless the log is in block mode and making room would drop bytes an
         attached reader has not taken yet: then add nothing and return False (see
         `when_room`)."""
-        if self.block and data:
+        if not data:
+            return True
+        if self.block:
             lagging = self._bytes_to_free(len(data))
             if lagging and self._would_drop_unread(lagging):
                 return False
-        if data:
-            self._append_nowait(stream, data)
+        self._append_nowait(stream, data)
         return True
 
     def when_room(self, callback: Callable[[], None]) -> None:

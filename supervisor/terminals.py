@@ -28,6 +28,7 @@ from .reaper import ExitStatus, Reaper
 from .registry import Kind, Registry
 from .ringlog import RingLog
 from .spawn import MARKER, Launch, spawn, terminal_stdio
+from .task_host import TaskHost
 
 log = logging.getLogger(__name__)
 
@@ -143,21 +144,15 @@ class TerminalTable:
         self.hub = hub
         self.settings = settings
         self.registry: Registry[Terminal] = Registry(TERMINAL, instance, settings.retain_finished)
-        self._nursery: trio.Nursery | None = None
+        self._tasks = TaskHost()
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own the supervising tasks. Cancellation: stops supervising (see `terminate_all`)."""
-        try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                task_status.started()
-                await trio.sleep_forever()
-        finally:
-            self._nursery = None  # exits reaped from now on finish without a settling task
+        await self._tasks.serve(task_status=task_status)
 
     def create(self, launch: Launch, *, cols: int, rows: int, buffer_bytes: int) -> Terminal:
         """Start `launch` on a new PTY. Raises PROCESS_SPAWN_FAILED with nothing left behind."""
-        assert self._nursery is not None, "serve() must be running"
+        assert self._tasks.running, "serve() must be running"
         terminal_id = self.registry.next_id()
         launch = Launch(launch.argv, launch.cwd, {**launch.env, MARKER: terminal_id})
         ring = RingLog(buffer_bytes)
@@ -185,10 +180,10 @@ class TerminalTable:
     def _exited(self, terminal: Terminal, pumps: Pumps, status: ExitStatus) -> None:
         """The shell has been reaped: finish now if the PTY has already ended (no background
         job holds it), else settle in a task."""
-        if pumps.pull_now() or self._nursery is None:
+        if pumps.pull_now() or not self._tasks.running:
             self._finish(terminal, pumps, status)
         else:
-            self._nursery.start_soon(self._settle, terminal, pumps, status)
+            self._tasks.start_soon(self._settle, terminal, pumps, status)
 
     async def _settle(self, terminal: Terminal, pumps: Pumps, status: ExitStatus) -> None:
         try:
