@@ -19,9 +19,9 @@ from protocol import (
 
 from .log_events import TERMINAL_EVENTS, stream_log
 from .process_api import SandboxEnvironment
-from .rpc import Call, Methods, NoParams, wait_deadline
+from .rpc import NOT_YET, Call, Methods, NoParams, wait_deadline
 from .spawn import Launch, check_environment, resolve_cwd
-from .terminals import TerminalTable
+from .terminals import Terminal, TerminalTable
 from .tickets import Tickets
 
 DEFAULT_TERM = "xterm-256color"
@@ -83,6 +83,12 @@ def register(
             send=call.send_event,
         )
 
+    def exit_of(terminal: Terminal) -> dict[str, Any]:
+        if terminal.exit is None:
+            assert terminal.error is not None
+            raise SupervisorError(terminal.error["code"], terminal.error["message"])
+        return terminal.exit.to_wire()
+
     async def wait_exit(params: TerminalWaitParams, call: Call) -> dict[str, Any]:
         terminal = registry.require(params.id, "wait_exit")
 
@@ -100,10 +106,11 @@ def register(
 
         with wait_deadline(params.timeout_ms, timed_out):
             await terminal.finished.wait()
-        if terminal.exit is None:
-            assert terminal.error is not None
-            raise SupervisorError(terminal.error["code"], terminal.error["message"])
-        return terminal.exit.to_wire()
+        return exit_of(terminal)
+
+    def wait_exit_at_once(params: TerminalWaitParams) -> Any:
+        terminal = registry.require(params.id, "wait_exit")
+        return exit_of(terminal) if terminal.finished.is_set() else NOT_YET
 
     def interrupt(params: TerminalId) -> dict[str, Any]:
         registry.require(params.id, "interrupt").interrupt()
@@ -126,7 +133,7 @@ def register(
     methods.add("terminal.write", TerminalWriteParams, write)
     methods.add_sync("terminal.resize", TerminalResizeParams, resize)
     methods.add("terminal.output", TerminalOutputParams, output)
-    methods.add("terminal.wait_exit", TerminalWaitParams, wait_exit)
+    methods.add("terminal.wait_exit", TerminalWaitParams, wait_exit, at_once=wait_exit_at_once)
     methods.add_sync("terminal.interrupt", TerminalId, interrupt)
     methods.add("terminal.terminate", TerminalId, terminate)
     methods.add_sync("terminal.ticket", TerminalTicketParams, ticket)

@@ -269,12 +269,15 @@ async def test_requests_in_flight_are_bounded_per_connection(daemon: Daemon) -> 
 
 
 async def test_a_wait_on_what_has_already_happened_is_answered_at_once(daemon: Daemon) -> None:
-    """wait_exit and output of a finished process need no wait: they are answered inline,
-    even on a connection whose 1,024 waiting requests would refuse a new one."""
+    """wait_exit and output of a finished process, and wait_exit of a finished terminal, need
+    no wait: they are answered inline, even on a connection whose 1,024 waiting requests would
+    refuse a new one."""
     async with open_client(daemon.unix) as c:
         sleeper = await c.process.exec(["sleep", "300"])
         done = await c.process.exec(["sh", "-c", "echo out; exit 4"])
         await c.process.wait_exit(done["id"])
+        ended = await c.terminal.create(["sh", "-c", "exit 3"])
+        await c.terminal.wait_exit(ended["id"])
         peer = await RawPeer.connect(daemon.unix)
         await peer.handshake()
         wait = {"type": "request", "method": "process.wait_exit", "params": {"id": sleeper["id"]}}
@@ -284,10 +287,19 @@ async def test_a_wait_on_what_has_already_happened_is_answered_at_once(daemon: D
             encode_frame({**settled, "id": 5000, "method": "process.wait_exit"})
             + encode_frame({**settled, "id": 5001, "method": "process.output"})
             + encode_frame({**wait, "id": 5002})  # this one must wait: refused
+            + encode_frame(
+                {
+                    "type": "request",
+                    "id": 5003,
+                    "method": "terminal.wait_exit",
+                    "params": {"id": ended["id"]},
+                }
+            )
         )
-        replies = {r["id"]: r for r in [await peer.read_one() for _ in range(3)]}
+        replies = {r["id"]: r for r in [await peer.read_one() for _ in range(4)]}
         assert replies[5000]["result"] == {"code": 4, "signal": None, "timed_out": False}
         assert replies[5001]["result"]["stdout"] == b"out\n"
         assert replies[5002]["error"]["code"] == "TOO_MANY_REQUESTS"
+        assert replies[5003]["result"]["code"] == 3
         await peer.aclose()
         await c.process.kill(sleeper["id"], 9)
