@@ -1,8 +1,9 @@
 """Which TCP ports are listening, watched cheaply while somebody wants to know.
 
 One poller reads the kernel's listening-socket table (sock_diag) for all subscribers at once:
-every 2 ms while a readiness wait is active, every 50 ms while only `port.watch` streams are,
-and not at all when nobody asks: an idle daemon does no port polling.
+every 2 ms while a readiness wait is young, backing off as it ages (see `wait_interval`),
+every 50 ms while only `port.watch` streams are, and not at all when nobody asks: an idle
+daemon does no port polling.
 """
 
 from __future__ import annotations
@@ -19,15 +20,25 @@ from .spawn import MARKER
 
 FAST_INTERVAL = 0.002
 SLOW_INTERVAL = 0.05
+#: A readiness wait that has lasted t seconds is polled every BACKOFF * t, between
+#: FAST_INTERVAL and MAX_WAIT_INTERVAL: a server that took a second to listen is noticed at
+#: most 2 % of a second late, and a long wait costs a tenth of what 2 ms polling does.
+BACKOFF = 0.02
+MAX_WAIT_INTERVAL = 0.02
+
+
+def wait_interval(age: float) -> float:
+    """The polling interval for a readiness wait that began `age` seconds ago."""
+    return min(MAX_WAIT_INTERVAL, max(FAST_INTERVAL, age * BACKOFF))
 
 
 class ListenerWatch:
     def __init__(self) -> None:
         self._diag = SockDiag()
         self.snapshot: frozenset[Listener] = frozenset()
-        self._fast = 0
+        self._waits: list[float] = []  # when each readiness wait began
         self._slow = 0
-        self._wanted = trio.Event()
+        self._nudge = trio.Event()
         self._changed = trio.Event()
         self.queries = 0  # reported by runtime.info: an idle daemon must not be polling
 
@@ -43,19 +54,27 @@ class ListenerWatch:
 
     @contextlib.contextmanager
     def subscribe(self, *, fast: bool) -> Iterator[None]:
-        """Keep the poller running (fast or slow) for the duration of the block."""
+        """Keep the poller running for the duration of the block: at the pace of a
+        readiness wait (`fast`, see `wait_interval`) or of a watch."""
+        began = trio.current_time()
         if fast:
-            self._fast += 1
+            self._waits.append(began)
         else:
             self._slow += 1
-        self._wanted.set()
+        self._nudge.set()  # a sleeping or backed-off poller picks up the new pace now
         try:
             yield
         finally:
             if fast:
-                self._fast -= 1
+                self._waits.remove(began)
             else:
                 self._slow -= 1
+
+    def _interval(self) -> float | None:
+        """Until the next read: set by the youngest readiness wait; None when nobody asks."""
+        if self._waits:
+            return wait_interval(trio.current_time() - max(self._waits))
+        return SLOW_INTERVAL if self._slow else None
 
     async def wait_change(self) -> None:
         await self._changed.wait()
@@ -71,18 +90,22 @@ class ListenerWatch:
             return found
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The poller. Sleeps on an event while nobody is subscribed.
+        """The poller. Sleeps on an event while nobody is subscribed; a new subscriber wakes
+        it, so a wait that starts beside an old, backed-off one is polled at its own pace.
 
         Cancellation: stops polling; closes the netlink socket.
         """
         task_status.started()
         try:
             while True:
-                await self._wanted.wait()
-                while self._fast or self._slow:
-                    self.refresh()
-                    await trio.sleep(FAST_INTERVAL if self._fast else SLOW_INTERVAL)
-                self._wanted = trio.Event()
+                self._nudge = trio.Event()
+                interval = self._interval()
+                if interval is None:
+                    await self._nudge.wait()
+                    continue
+                self.refresh()
+                with trio.move_on_after(interval):
+                    await self._nudge.wait()
         finally:
             self._diag.close()
 
