@@ -12,14 +12,14 @@ import trio
 
 from supervisor.epoll_hub import EpollHub
 
+from .serving import serving
+
 
 @pytest.fixture
 async def hub() -> AsyncIterator[EpollHub]:
     hub = EpollHub()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(hub.serve)
+    async with serving(hub.serve):
         yield hub
-        nursery.cancel_scope.cancel()
 
 
 class Pipe:

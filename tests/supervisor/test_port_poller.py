@@ -18,14 +18,14 @@ from supervisor.ports import (
     wait_interval,
 )
 
+from .serving import serving
+
 
 @pytest.fixture
 async def watch() -> AsyncIterator[ListenerWatch]:
     watch = ListenerWatch()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(watch.serve)
+    async with serving(watch.serve):
         yield watch
-        nursery.cancel_scope.cancel()
 
 
 async def reads_during(watch: ListenerWatch, seconds: float) -> int:
@@ -41,19 +41,25 @@ def test_interval_grows_with_the_age_of_the_wait() -> None:
     assert wait_interval(60) == MAX_WAIT_INTERVAL
 
 
-async def test_a_young_wait_is_polled_every_2_ms(
-    watch: ListenerWatch, autojump_clock: trio.testing.MockClock
+@pytest.mark.parametrize(
+    ("fast", "after", "interval"),
+    [
+        pytest.param(True, 0, FAST_INTERVAL, id="a young readiness wait: every 2 ms"),
+        pytest.param(True, 1.5, MAX_WAIT_INTERVAL, id="a long readiness wait: backed off"),
+        pytest.param(False, 0, SLOW_INTERVAL, id="watch streams alone: slowly"),
+    ],
+)
+async def test_pace(
+    watch: ListenerWatch,
+    autojump_clock: trio.testing.MockClock,
+    fast: bool,
+    after: float,
+    interval: float,
 ) -> None:
-    with watch.subscribe(fast=True):
-        assert await reads_during(watch, 0.1) == pytest.approx(0.1 / FAST_INTERVAL, abs=2)
-
-
-async def test_a_long_wait_backs_off(
-    watch: ListenerWatch, autojump_clock: trio.testing.MockClock
-) -> None:
-    with watch.subscribe(fast=True):
-        await trio.sleep(1.5)
-        assert await reads_during(watch, 1.0) == pytest.approx(1 / MAX_WAIT_INTERVAL, abs=2)
+    """Reads over a window of 50 intervals, `after` seconds into the subscription."""
+    with watch.subscribe(fast=fast):
+        await trio.sleep(after)
+        assert await reads_during(watch, 50 * interval) == pytest.approx(50, abs=2)
 
 
 async def test_a_new_wait_beside_an_old_one_is_polled_at_its_own_pace(
@@ -64,13 +70,6 @@ async def test_a_new_wait_beside_an_old_one_is_polled_at_its_own_pace(
         with watch.subscribe(fast=True):
             # The old wait alone would allow one read in these 10 ms at most.
             assert await reads_during(watch, 0.01) >= 0.01 / FAST_INTERVAL
-
-
-async def test_watch_streams_alone_are_polled_slowly(
-    watch: ListenerWatch, autojump_clock: trio.testing.MockClock
-) -> None:
-    with watch.subscribe(fast=False):
-        assert await reads_during(watch, 1.0) == pytest.approx(1 / SLOW_INTERVAL, abs=2)
 
 
 async def test_nobody_subscribed_means_no_reads(
