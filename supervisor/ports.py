@@ -22,7 +22,7 @@ FAST_INTERVAL = 0.002
 SLOW_INTERVAL = 0.05
 #: A readiness wait that has lasted t seconds is polled every BACKOFF * t, between
 #: FAST_INTERVAL and MAX_WAIT_INTERVAL: a server that took a second to listen is noticed at
-#: most 2 % of a second late, and a long wait costs a tenth of what 2 ms polling does.
+#: most 2 % of a second late, and a long wait is polled a tenth as often as at 2 ms.
 BACKOFF = 0.02
 MAX_WAIT_INTERVAL = 0.02
 
