@@ -7,7 +7,7 @@ from typing import Any
 
 import trio
 
-from protocol import ErrorCode
+from protocol import ErrorCode, SupervisorError
 
 from .clock import timestamp
 from .ringlog import RingLog
@@ -53,6 +53,13 @@ class Outcome:
         if self.error is not None:
             fields["error"] = self.error
         return fields
+
+    def exit_or_raise(self) -> dict[str, Any]:
+        """The exit on the wire once finished; raises the error if supervision failed."""
+        if self.exit is None:
+            assert self.error is not None, "not finished"
+            raise SupervisorError(self.error["code"], self.error["message"])
+        return self.exit.to_wire()
 
     def finish(self, exit: Exit) -> None:
         self.exit = exit

@@ -210,10 +210,7 @@ def register(
         }
 
     def exit_of(process: Process, params: WaitExitParams) -> dict[str, Any]:
-        if process.exit is None:
-            assert process.error is not None
-            raise SupervisorError(process.error["code"], process.error["message"])
-        return process.exit.to_wire()
+        return process.exit_or_raise()
 
     async def wait_log(params: WaitLogParams, call: Call) -> dict[str, Any]:
         process = registry.require(params.id, "wait_log")

@@ -21,7 +21,7 @@ from .log_events import TERMINAL_EVENTS, stream_log
 from .process_api import SandboxEnvironment
 from .rpc import NOT_YET, Call, Methods, NoParams, wait_deadline
 from .spawn import Launch, check_environment, resolve_cwd
-from .terminals import Terminal, TerminalTable
+from .terminals import TerminalTable
 from .tickets import Tickets
 
 DEFAULT_TERM = "xterm-256color"
@@ -83,12 +83,6 @@ def register(
             send=call.send_event,
         )
 
-    def exit_of(terminal: Terminal) -> dict[str, Any]:
-        if terminal.exit is None:
-            assert terminal.error is not None
-            raise SupervisorError(terminal.error["code"], terminal.error["message"])
-        return terminal.exit.to_wire()
-
     async def wait_exit(params: TerminalWaitParams, call: Call) -> dict[str, Any]:
         terminal = registry.require(params.id, "wait_exit")
 
@@ -106,11 +100,11 @@ def register(
 
         with wait_deadline(params.timeout_ms, timed_out):
             await terminal.finished.wait()
-        return exit_of(terminal)
+        return terminal.exit_or_raise()
 
     def wait_exit_at_once(params: TerminalWaitParams) -> Any:
         terminal = registry.require(params.id, "wait_exit")
-        return exit_of(terminal) if terminal.finished.is_set() else NOT_YET
+        return terminal.exit_or_raise() if terminal.finished.is_set() else NOT_YET
 
     def interrupt(params: TerminalId) -> dict[str, Any]:
         registry.require(params.id, "interrupt").interrupt()
